@@ -1,0 +1,38 @@
+/// @file config.hpp
+/// @brief Which backend compiles this translation unit, and the function-space qualifiers.
+///
+/// This header includes nothing from a GPU toolkit, so code that is shared between host-only
+/// translation units (CPU references, host tools compiled by a plain C++ compiler) and GPU
+/// translation units can use the qualifiers below.
+#pragma once
+
+#if defined(__CUDACC__)
+#define HIPGRAD_BACKEND_CUDA 1  // nvcc: the HIP API subset is mapped onto CUDA (hip_on_cuda.hpp)
+#elif defined(__HIP__) || defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#define HIPGRAD_BACKEND_HIP 1   // hipcc / clang in HIP mode: the real HIP runtime
+#endif
+
+#if defined(HIPGRAD_BACKEND_CUDA) || (defined(HIPGRAD_BACKEND_HIP) && defined(__HIP__))
+#define HIPGRAD_GPU_COMPILER 1  // kernels and __device__ code can be compiled in this unit
+#endif
+
+#if defined(HIPGRAD_GPU_COMPILER)
+#define HIPGRAD_HOST_DEVICE __host__ __device__
+#define HIPGRAD_DEVICE __device__
+#else
+#define HIPGRAD_HOST_DEVICE
+#define HIPGRAD_DEVICE
+#endif
+
+// True only while compiling device code (the device pass of nvcc or of clang's HIP mode).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define HIPGRAD_DEVICE_PASS 1
+#endif
+
+#if defined(HIPGRAD_GPU_COMPILER)
+#define HIPGRAD_INLINE __forceinline__
+#define HIPGRAD_UNROLL _Pragma("unroll")
+#else
+#define HIPGRAD_INLINE inline
+#define HIPGRAD_UNROLL
+#endif

@@ -1,0 +1,128 @@
+/// @file device_intrinsics.hpp
+/// @brief Warp size, lane id, shuffles with width, ballot, barriers and atomics, one spelling
+///        for AMD and NVIDIA.
+///
+/// Warp-level calls here must be reached by every lane of the warp (convergent code): on NVIDIA
+/// they are the `_sync` intrinsics with a full mask, on AMD the wavefront-wide ones.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "hipgrad/core/hip_runtime.hpp"
+
+namespace hipgrad {
+
+/// Lanes in a warp (wavefront) of the target being compiled. Device code only: the host pass of
+/// an AMD build does not know the target (gfx90a runs 64 lanes, gfx1030 32), so host code asks
+/// the device (hipDeviceProp_t::warpSize) and never instantiates kernels on this value.
+HIPGRAD_DEVICE constexpr int warp_size() {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  return 32;
+#elif defined(__AMDGCN_WAVEFRONT_SIZE)
+  return __AMDGCN_WAVEFRONT_SIZE;
+#else
+  return 64;
+#endif
+}
+
+/// A set of lanes, one bit each; 64 bits hold any warp size.
+using LaneMask = std::uint64_t;
+
+HIPGRAD_DEVICE HIPGRAD_INLINE int lane_id() {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  unsigned lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return static_cast<int>(lane);
+#else
+  return static_cast<int>(__lane_id());
+#endif
+}
+
+HIPGRAD_DEVICE HIPGRAD_INLINE void block_sync() { __syncthreads(); }
+
+/// The lanes of the warp whose `predicate` is true.
+HIPGRAD_DEVICE HIPGRAD_INLINE LaneMask warp_ballot(bool predicate) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  return static_cast<LaneMask>(__ballot_sync(0xffffffffu, predicate));
+#else
+  return static_cast<LaneMask>(__ballot(predicate));
+#endif
+}
+
+namespace detail {
+
+enum class ShuffleKind { kIndex, kUp, kDown, kXor };
+
+template <ShuffleKind kKind>
+HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t shuffle_word(std::uint32_t word, int operand, int width) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  constexpr unsigned kAll = 0xffffffffu;
+  if constexpr (kKind == ShuffleKind::kIndex) return __shfl_sync(kAll, word, operand, width);
+  if constexpr (kKind == ShuffleKind::kUp) return __shfl_up_sync(kAll, word, operand, width);
+  if constexpr (kKind == ShuffleKind::kDown) return __shfl_down_sync(kAll, word, operand, width);
+  if constexpr (kKind == ShuffleKind::kXor) return __shfl_xor_sync(kAll, word, operand, width);
+#else
+  const int w = static_cast<int>(word);
+  if constexpr (kKind == ShuffleKind::kIndex) return static_cast<std::uint32_t>(__shfl(w, operand, width));
+  if constexpr (kKind == ShuffleKind::kUp) return static_cast<std::uint32_t>(__shfl_up(w, operand, width));
+  if constexpr (kKind == ShuffleKind::kDown) return static_cast<std::uint32_t>(__shfl_down(w, operand, width));
+  if constexpr (kKind == ShuffleKind::kXor) return static_cast<std::uint32_t>(__shfl_xor(w, operand, width));
+#endif
+}
+
+/// Shuffles any trivially copyable value as a sequence of 32-bit words.
+template <ShuffleKind kKind, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T shuffle(const T& value, int operand, int width) {
+  static_assert(std::is_trivially_copyable_v<T>, "warp shuffles move trivially copyable values");
+  constexpr int kWords = static_cast<int>((sizeof(T) + 3) / 4);
+  std::uint32_t words[kWords] = {};
+  std::memcpy(words, &value, sizeof(T));
+HIPGRAD_UNROLL
+  for (int i = 0; i < kWords; ++i) words[i] = shuffle_word<kKind>(words[i], operand, width);
+  T result;
+  std::memcpy(&result, words, sizeof(T));
+  return result;
+}
+
+}  // namespace detail
+
+/// The value of lane `src_lane` (within each group of `width` lanes).
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle(const T& value, int src_lane, int width = warp_size()) {
+  return detail::shuffle<detail::ShuffleKind::kIndex>(value, src_lane, width);
+}
+/// The value of lane (lane − delta); lanes below delta keep their own.
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle_up(const T& value, int delta, int width = warp_size()) {
+  return detail::shuffle<detail::ShuffleKind::kUp>(value, delta, width);
+}
+/// The value of lane (lane + delta); lanes past the group's end keep their own.
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle_down(const T& value, int delta, int width = warp_size()) {
+  return detail::shuffle<detail::ShuffleKind::kDown>(value, delta, width);
+}
+/// The value of lane (lane ^ lane_mask).
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle_xor(const T& value, int lane_mask, int width = warp_size()) {
+  return detail::shuffle<detail::ShuffleKind::kXor>(value, lane_mask, width);
+}
+
+/// Atomic read-modify-write; return the old value. Results built on atomic_add of floats are
+/// order-dependent: hipgrad's default paths never use them for outputs.
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T atomic_add(T* address, T value) {
+  return atomicAdd(address, value);
+}
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T atomic_max(T* address, T value) {
+  static_assert(std::is_integral_v<T>, "atomic_max is for integers");
+  return atomicMax(address, value);
+}
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T atomic_cas(T* address, T expected, T desired) {
+  return atomicCAS(address, expected, desired);
+}
+
+}  // namespace hipgrad
