@@ -30,9 +30,15 @@
 #endif
 
 #if defined(HIPGRAD_GPU_COMPILER)
-#define HIPGRAD_INLINE __forceinline__
-#define HIPGRAD_UNROLL _Pragma("unroll")
+#define HIPGRAD_INLINE inline __attribute__((always_inline))
 #else
 #define HIPGRAD_INLINE inline
+#endif
+
+// Loop unrolling hint for compilers that honour it (nvcc's device pass, clang); a plain host
+// compiler would warn about an unknown pragma.
+#if defined(__CUDA_ARCH__) || defined(__clang__)
+#define HIPGRAD_UNROLL _Pragma("unroll")
+#else
 #define HIPGRAD_UNROLL
 #endif

@@ -2,6 +2,10 @@
 /// @brief Warp size, lane id, shuffles with width, ballot, barriers and atomics, one spelling
 ///        for AMD and NVIDIA.
 ///
+/// The shuffles are spelled like HIP's (`__shfl_xor` → `shfl_xor`) but are not named
+/// `warp_shuffle*`: rocPRIM calls functions of that name unqualified, and argument-dependent lookup
+/// would make its calls on hipgrad types ambiguous.
+///
 /// Warp-level calls here must be reached by every lane of the warp (convergent code): on NVIDIA
 /// they are the `_sync` intrinsics with a full mask, on AMD the wavefront-wide ones.
 #pragma once
@@ -90,22 +94,22 @@ HIPGRAD_UNROLL
 
 /// The value of lane `src_lane` (within each group of `width` lanes).
 template <typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle(const T& value, int src_lane, int width = warp_size()) {
+HIPGRAD_DEVICE HIPGRAD_INLINE T shfl(const T& value, int src_lane, int width = warp_size()) {
   return detail::shuffle<detail::ShuffleKind::kIndex>(value, src_lane, width);
 }
 /// The value of lane (lane − delta); lanes below delta keep their own.
 template <typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle_up(const T& value, int delta, int width = warp_size()) {
+HIPGRAD_DEVICE HIPGRAD_INLINE T shfl_up(const T& value, int delta, int width = warp_size()) {
   return detail::shuffle<detail::ShuffleKind::kUp>(value, delta, width);
 }
 /// The value of lane (lane + delta); lanes past the group's end keep their own.
 template <typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle_down(const T& value, int delta, int width = warp_size()) {
+HIPGRAD_DEVICE HIPGRAD_INLINE T shfl_down(const T& value, int delta, int width = warp_size()) {
   return detail::shuffle<detail::ShuffleKind::kDown>(value, delta, width);
 }
 /// The value of lane (lane ^ lane_mask).
 template <typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE T warp_shuffle_xor(const T& value, int lane_mask, int width = warp_size()) {
+HIPGRAD_DEVICE HIPGRAD_INLINE T shfl_xor(const T& value, int lane_mask, int width = warp_size()) {
   return detail::shuffle<detail::ShuffleKind::kXor>(value, lane_mask, width);
 }
 

@@ -13,34 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "hipgrad/core/strides.hpp"
+
 namespace hipgrad::host {
 
-using Index = std::int64_t;
-
-/// Packed strides for `lengths` laid out in memory with `order` from slowest to fastest, e.g.
-/// {0, 2, 3, 1} stores logical [N, C, H, W] as NHWC. The identity order is row-major.
-inline std::vector<Index> strides_for_order(const std::vector<Index>& lengths, const std::vector<int>& order) {
-  if (order.size() != lengths.size()) throw std::invalid_argument("strides_for_order: order and lengths differ in rank");
-  std::vector<Index> strides(lengths.size(), 0);
-  std::vector<bool> seen(lengths.size(), false);
-  Index stride = 1;
-  for (std::size_t i = order.size(); i-- > 0;) {
-    const int dim = order[i];
-    if (dim < 0 || dim >= static_cast<int>(lengths.size()) || seen[dim])
-      throw std::invalid_argument("strides_for_order: order is not a permutation");
-    seen[dim] = true;
-    strides[dim] = stride;
-    stride *= lengths[dim] > 0 ? lengths[dim] : 1;
-  }
-  return strides;
-}
-
-/// Row-major packed strides (last dimension fastest).
-inline std::vector<Index> packed_strides(const std::vector<Index>& lengths) {
-  std::vector<int> order(lengths.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  return strides_for_order(lengths, order);
-}
+using hipgrad::Index;
+using hipgrad::packed_strides;
+using hipgrad::strides_for_order;
 
 template <typename T>
 class Tensor {

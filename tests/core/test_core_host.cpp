@@ -1,0 +1,140 @@
+/// @file test_core_host.cpp
+/// @brief Host side of core/: the software float<->half/bfloat16 conversions, Status, Array.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "hipgrad/core/array.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/status.hpp"
+
+namespace {
+
+using hipgrad::bfloat16;
+using hipgrad::half;
+using hipgrad::detail::bit_cast;
+
+std::uint16_t half_bits(float f) { return half(f).bits; }
+std::uint16_t bf16_bits(float f) { return bfloat16(f).bits; }
+
+TEST(HalfConversion, KnownValues) {
+  EXPECT_EQ(half_bits(0.0f), 0x0000);
+  EXPECT_EQ(half_bits(-0.0f), 0x8000);
+  EXPECT_EQ(half_bits(1.0f), 0x3c00);
+  EXPECT_EQ(half_bits(-2.0f), 0xc000);
+  EXPECT_EQ(half_bits(65504.0f), 0x7bff);                 // largest finite half
+  EXPECT_EQ(half_bits(65519.996f), 0x7bff);               // just below the rounding midpoint
+  EXPECT_EQ(half_bits(65520.0f), 0x7c00);                 // the midpoint rounds (to even) to inf
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -24)), 0x0001);    // smallest subnormal
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -25)), 0x0000);    // tie between 0 and 2^-24: even is 0
+  EXPECT_EQ(half_bits(std::ldexp(1.5f, -25)), 0x0001);    // above the tie
+  EXPECT_EQ(half_bits(std::ldexp(3.0f, -25)), 0x0002);    // tie between 1 and 2 ulps: even is 2
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14)), 0x0400);    // smallest normal
+  EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie at 1 + half ulp: stays even
+  EXPECT_EQ(half_bits(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie at 1 + 1.5 ulp: goes to even
+  EXPECT_EQ(half_bits(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(half_bits(-std::numeric_limits<float>::infinity()), 0xfc00);
+  const std::uint16_t nan = half_bits(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x03ff, 0);
+}
+
+TEST(HalfConversion, EveryHalfRoundTripsThroughFloat) {
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+    const half h = half::from_bits(static_cast<std::uint16_t>(b));
+    const float f = static_cast<float>(h);
+    if (std::isnan(f)) {
+      EXPECT_EQ(b & 0x7c00u, 0x7c00u);
+      EXPECT_NE(b & 0x3ffu, 0u);
+      continue;
+    }
+    ASSERT_EQ(half(f).bits, b) << "half bits 0x" << std::hex << b;
+  }
+  EXPECT_EQ(static_cast<float>(half::from_bits(0x0001)), std::ldexp(1.0f, -24));
+  EXPECT_EQ(static_cast<float>(half::from_bits(0x03ff)), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(static_cast<float>(half::from_bits(0x7bff)), 65504.0f);
+}
+
+#if defined(__FLT16_MAX__) && !defined(__CUDACC__)
+// The compiler's own _Float16 conversion rounds to nearest even: compare over a dense sweep of
+// float bit patterns (every 97th, covering all exponents and many mantissas).
+TEST(HalfConversion, MatchesCompilerFloat16) {
+  for (std::uint64_t x = 0; x <= 0xffffffffull; x += 97) {
+    const float f = bit_cast<float>(static_cast<std::uint32_t>(x));
+    if (std::isnan(f)) continue;
+    const _Float16 h = static_cast<_Float16>(f);
+    ASSERT_EQ(half(f).bits, bit_cast<std::uint16_t>(h)) << "float bits 0x" << std::hex << x;
+  }
+}
+#endif
+
+TEST(Bfloat16Conversion, KnownValues) {
+  EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_bits(-0.0f), 0x8000);
+  EXPECT_EQ(bf16_bits(bit_cast<float>(0x3f808000u)), 0x3f80);  // tie: stays even
+  EXPECT_EQ(bf16_bits(bit_cast<float>(0x3f818000u)), 0x3f82);  // tie: rounds up to even
+  EXPECT_EQ(bf16_bits(bit_cast<float>(0x3f808001u)), 0x3f81);  // above the tie
+  EXPECT_EQ(bf16_bits(bit_cast<float>(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to inf
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::infinity()), 0x7f80);
+  const std::uint16_t nan = bf16_bits(bit_cast<float>(0x7f800001u));  // a NaN whose payload would round away
+  EXPECT_EQ(nan & 0x7f80, 0x7f80);
+  EXPECT_NE(nan & 0x007f, 0);
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+    const float f = static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(b)));
+    if (!std::isnan(f)) {
+      ASSERT_EQ(bfloat16(f).bits, b);
+    }
+  }
+}
+
+TEST(TypeConvert, BetweenAllTypes) {
+  EXPECT_EQ(hipgrad::type_convert<float>(half(3.0f)), 3.0f);
+  EXPECT_EQ(hipgrad::type_convert<double>(bfloat16(-5.0f)), -5.0);
+  EXPECT_EQ(hipgrad::type_convert<half>(2.5).bits, half(2.5f).bits);
+  EXPECT_EQ(hipgrad::type_convert<bfloat16>(half(0.5f)).bits, bfloat16(0.5f).bits);
+  EXPECT_EQ(hipgrad::type_convert<int>(7.9f), 7);
+  EXPECT_STREQ(hipgrad::type_name<half>(), "fp16");
+  EXPECT_STREQ(hipgrad::type_name<bfloat16>(), "bf16");
+  EXPECT_STREQ(hipgrad::type_name<float>(), "fp32");
+}
+
+TEST(Status, CodesAndMessages) {
+  const hipgrad::Status ok;
+  EXPECT_TRUE(ok.is_ok());
+  EXPECT_EQ(ok.to_string(), "ok");
+  const auto bad = hipgrad::Status::invalid_argument("C=30 is not divisible by G=4");
+  EXPECT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.code(), hipgrad::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.to_string(), "invalid argument: C=30 is not divisible by G=4");
+  EXPECT_EQ(hipgrad::Status::workspace_too_small("x").code(), hipgrad::StatusCode::kWorkspaceTooSmall);
+}
+
+hipgrad::Status first_failure(bool fail_first) {
+  HIPGRAD_RETURN_IF_ERROR(fail_first ? hipgrad::Status::not_supported("first") : hipgrad::Status::ok());
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::Status::runtime_error("second"));
+  return hipgrad::Status::ok();
+}
+
+TEST(Status, ReturnIfErrorStopsAtTheFirstFailure) {
+  EXPECT_EQ(first_failure(true).message(), "first");
+  EXPECT_EQ(first_failure(false).message(), "second");
+}
+
+TEST(Array, ElementwiseSumAndMax) {
+  const hipgrad::Array<float, 3> a{{1.0f, -2.0f, 3.0f}};
+  const hipgrad::Array<float, 3> b{{0.5f, 4.0f, -1.0f}};
+  const auto s = a + b;
+  const auto m = hipgrad::elementwise_max(a, b);
+  EXPECT_EQ(s[0], 1.5f);
+  EXPECT_EQ(s[1], 2.0f);
+  EXPECT_EQ(s[2], 2.0f);
+  EXPECT_EQ(m[0], 1.0f);
+  EXPECT_EQ(m[1], 4.0f);
+  EXPECT_EQ(m[2], 3.0f);
+  EXPECT_EQ((hipgrad::Array<int, 2>::filled(7)[1]), 7);
+}
+
+}  // namespace
