@@ -1,0 +1,194 @@
+/// @file backward.hpp
+/// @brief GroupNorm backward, fused: dx, dγ and dβ from one pass of sums over x and dy, optionally
+///        through a fused Swish. BackwardData and BackwardGammaBeta are this op with one of the
+///        two outputs left out.
+///
+///   using Op = hipgrad::groupnorm::Backward<hipgrad::half, float>;
+///   auto problem = hipgrad::groupnorm::BackwardProblem::packed({N, C, H, W}, G, /*channels_last=*/true);
+///   Op::Args args{dy, x, gamma, beta, mean, rstd, dx, dgamma, dbeta};
+///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, Op::workspace_size(problem), stream));
+///
+/// mean and rstd are the forward's [N, G] fp32 statistics. dx may be null (then only dγ, dβ are
+/// computed), or dγ and dβ may both be null (then only dx). Results are deterministic.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/ops/groupnorm/detail/backward_kernels.hpp"
+#include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
+#include "hipgrad/ops/groupnorm/problem.hpp"
+
+namespace hipgrad::groupnorm {
+
+template <typename T, typename TParam = T>
+class Backward {
+  static_assert(is_storage_type_v<T>, "GroupNorm data must be float, half or bfloat16");
+  static_assert(std::is_same_v<TParam, T> || std::is_same_v<TParam, float>, "γ/β must be of the data type or float");
+
+ public:
+  struct Args {
+    const T* dy = nullptr;
+    const T* x = nullptr;
+    const TParam* gamma = nullptr;
+    const TParam* beta = nullptr;  ///< read only with a fused Swish (to recompute its input)
+    const float* mean = nullptr;   ///< [N, G]
+    const float* rstd = nullptr;   ///< [N, G]
+    T* dx = nullptr;               ///< optional
+    TParam* dgamma = nullptr;      ///< [C], optional together with dbeta
+    TParam* dbeta = nullptr;
+  };
+
+  static Status can_implement(const BackwardProblem& p, const Args& a) {
+    HIPGRAD_RETURN_IF_ERROR(p.validate());
+    if (!a.dy || !a.x || !a.gamma || !a.mean || !a.rstd) {
+      return Status::invalid_argument("dy, x, gamma, mean and rstd must not be null");
+    }
+    if (p.activation == Activation::kSwish && !a.beta) return Status::invalid_argument("a fused Swish needs beta");
+    if ((a.dgamma == nullptr) != (a.dbeta == nullptr)) return Status::invalid_argument("dgamma and dbeta go together");
+    if (!a.dx && !a.dgamma) return Status::invalid_argument("nothing to compute: dx, dgamma and dbeta are all null");
+    HIPGRAD_RETURN_IF_ERROR(check_aliasing(p, a));
+    return detail::check_grid(plan(p, a).blocks, "GroupNorm backward");
+  }
+
+  /// Enough for a call with or without dx (their layout paths, and so their tilings, may differ).
+  static std::size_t workspace_size(const BackwardProblem& p) {
+    if (!p.validate().is_ok()) return 0;
+    std::size_t bytes = 0;
+    for (bool with_dx : {false, true}) {
+      detail::WorkspaceCarver carver(nullptr, 0);
+      carve(plan(p, with_dx), p, carver);
+      bytes = carver.used() > bytes ? carver.used() : bytes;
+    }
+    return bytes;
+  }
+
+  static Status run(const BackwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
+                    hipStream_t stream) {
+    HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
+    const Plan pl = plan(p, a);
+    detail::WorkspaceCarver carver(workspace, workspace_bytes);
+    const Buffers b = carve(pl, p, carver);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
+    if (p.activation == Activation::kSwish) return run_as<Activation::kSwish>(pl, p, a, b, stream);
+    return run_as<Activation::kIdentity>(pl, p, a, b, stream);
+  }
+
+  static std::string name(const BackwardProblem& p) {
+    const Plan pl = plan(p, true);
+    return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
+           "_v" + std::to_string(pl.vector) + "_" + activation_name(p.activation);
+  }
+
+ private:
+  static constexpr int kThreads = detail::kBlockThreads;
+  static constexpr int kGroupThreads = 128;
+  static constexpr int kV = kVector16<T>;
+
+  struct Plan {
+    detail::Path path;
+    int vector;
+    detail::Geometry geometry;
+    Index blocks;
+  };
+  struct Buffers {
+    detail::GradientSums* partials;
+    detail::GradientSums* totals;
+    detail::DataGradient* coefficients;
+  };
+
+  static Status check_aliasing(const BackwardProblem& p, const Args& a) {
+    const std::size_t x_bytes = static_cast<std::size_t>(p.x.element_space()) * sizeof(T);
+    const std::size_t dy_bytes = static_cast<std::size_t>(p.dy.element_space()) * sizeof(T);
+    const std::size_t dx_bytes = static_cast<std::size_t>(p.dx.element_space()) * sizeof(T);
+    const std::size_t c_bytes = static_cast<std::size_t>(p.x.c()) * sizeof(TParam);
+    if (detail::ranges_overlap(a.dx, dx_bytes, a.x, x_bytes) || detail::ranges_overlap(a.dx, dx_bytes, a.dy, dy_bytes)) {
+      return Status::invalid_argument("dx overlaps x or dy");
+    }
+    if (detail::ranges_overlap(a.dgamma, c_bytes, a.dbeta, c_bytes) || detail::ranges_overlap(a.dgamma, c_bytes, a.dx, dx_bytes) ||
+        detail::ranges_overlap(a.dbeta, c_bytes, a.dx, dx_bytes)) {
+      return Status::invalid_argument("dgamma, dbeta and dx overlap");
+    }
+    return Status::ok();
+  }
+
+  static Plan plan(const BackwardProblem& p, const Args& a) { return plan(p, a.dx != nullptr, {a.x, a.dy, a.dx}); }
+
+  static Plan plan(const BackwardProblem& p, bool with_dx, std::initializer_list<const void*> pointers = {}) {
+    Plan pl;
+    const TensorShape others[] = {p.dy, p.dx};
+    pl.path = detail::choose_path(p.x, others, with_dx ? 2 : 1);
+    const detail::Geometry probe = detail::make_geometry(p.x, p.groups, 1);
+    pl.vector = detail::choose_vector<T>(pl.path, probe, pointers);
+    pl.geometry = detail::make_geometry(p.x, p.groups, detail::choose_tile(pl.path, p.x, kV));
+    const Index tiles = pl.geometry.tiles_per_sample_channel;
+    if (pl.path == detail::Path::kChannelsLast) {
+      const Index column_tiles = pl.vector == kV ? detail::ColumnMapping<kThreads, kV>(p.x.c()).column_tiles()
+                                                 : detail::ColumnMapping<kThreads, 1>(p.x.c()).column_tiles();
+      pl.blocks = p.x.n() * column_tiles * tiles;
+    } else {
+      pl.blocks = p.x.n() * p.x.c() * tiles;
+    }
+    return pl;
+  }
+
+  static Buffers carve(const Plan& pl, const BackwardProblem& p, detail::WorkspaceCarver& carver) {
+    const std::size_t nc = static_cast<std::size_t>(p.x.n() * p.x.c());
+    Buffers b;
+    b.partials = carver.take<detail::GradientSums>(nc * static_cast<std::size_t>(pl.geometry.tiles_per_sample_channel));
+    b.totals = carver.take<detail::GradientSums>(nc);
+    b.coefficients = carver.take<detail::DataGradient>(nc);
+    return b;
+  }
+
+  template <Activation kAct>
+  static Status run_as(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+    using namespace detail;
+    const DeviceStrides xs = device_strides(p.x), dys = device_strides(p.dy), dxs = device_strides(p.dx);
+    const unsigned blocks = static_cast<unsigned>(pl.blocks);
+    const Geometry& g = pl.geometry;
+    const float sb = p.swish_beta;
+    if (pl.path == Path::kChannelsLast) {
+      if (pl.vector == kV)
+        backward_sums_channels_last<T, TParam, kThreads, kV, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
+      else
+        backward_sums_channels_last<T, TParam, kThreads, 1, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
+    } else if (pl.path == Path::kPlanesPacked) {
+      if (pl.vector == kV)
+        backward_sums_planes<T, TParam, kThreads, kV, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
+      else
+        backward_sums_planes<T, TParam, kThreads, 1, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
+    } else {
+      backward_sums_planes<T, TParam, kThreads, 1, false, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
+    }
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_sums");
+    backward_group_coefficients<TParam, kGroupThreads><<<static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream>>>(
+        b.partials, g, a.rstd, a.gamma, b.totals, a.dx ? b.coefficients : nullptr);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_group_coefficients");
+    if (a.dgamma) {
+      const unsigned threads = 256, gb = static_cast<unsigned>((p.x.c() + threads - 1) / threads);
+      backward_gamma_beta<TParam><<<gb, threads, 0, stream>>>(b.totals, g, a.rstd, a.dgamma, a.dbeta);
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_gamma_beta");
+    }
+    if (!a.dx) return Status::ok();
+    if (pl.path == Path::kChannelsLast) {
+      if (pl.vector == kV)
+        backward_data_channels_last<T, TParam, kThreads, kV, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, a.dx, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
+      else
+        backward_data_channels_last<T, TParam, kThreads, 1, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, a.dx, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
+    } else if (pl.path == Path::kPlanesPacked) {
+      if (pl.vector == kV)
+        backward_data_planes<T, TParam, kThreads, kV, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
+      else
+        backward_data_planes<T, TParam, kThreads, 1, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
+    } else {
+      backward_data_planes<T, TParam, kThreads, 1, false, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
+    }
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_data");
+    return Status::ok();
+  }
+};
+
+}  // namespace hipgrad::groupnorm

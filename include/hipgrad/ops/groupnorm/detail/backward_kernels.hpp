@@ -1,0 +1,265 @@
+/// @file backward_kernels.hpp
+/// @brief GroupNorm backward: per-(n, c, tile) sums Σdz and Σdz·(x − μ), per-group coefficients
+///        of dx, dγ/dβ by a fixed-order sum over n, and dx = p·dz + q·(x − μ) + r.
+///
+/// With x̂ = (x − μ)·rstd and dz the gradient before the activation (dy itself, or
+/// dy·swish'(z) with z = γ·x̂ + β recomputed from the saved statistics):
+///   dβ_c = Σ dz,  dγ_c = Σ dz·x̂ = Σ_n rstd·S2[n, c],  with S1 = Σ_s dz and S2 = Σ_s dz·(x − μ);
+///   dx = rstd·γ_c·dz − rstd·A/M − rstd³·B/M·(x − μ),  A = Σ_{c∈g} γ_c·S1, B = Σ_{c∈g} γ_c·S2,
+/// M = C/G · spatial. Summing dz·(x − μ) rather than dz·x avoids cancelling against μ·Σdz.
+#pragma once
+
+#include "hipgrad/core/array.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/tiles.hpp"
+#include "hipgrad/primitives/block_reduce.hpp"
+
+namespace hipgrad::groupnorm::detail {
+
+using GradientSums = Array<float, 2>;  ///< (Σdz, Σdz·(x − μ))
+
+/// Everything a thread needs to know of one (n, c) to turn (x, dy) into dz and dx.
+struct ChannelState {
+  float mean, rstd, gamma;
+  float z_scale, z_shift;  ///< z = z_scale·x + z_shift, the forward's pre-activation
+};
+
+template <typename TParam>
+HIPGRAD_DEVICE HIPGRAD_INLINE ChannelState channel_state(const Geometry& g, Index n, Index c, const float* mean,
+                                                         const float* rstd, const TParam* gamma, const TParam* beta) {
+  const Index group = c / g.group_channels;
+  ChannelState s;
+  s.mean = mean[n * g.groups + group];
+  s.rstd = rstd[n * g.groups + group];
+  s.gamma = type_convert<float>(gamma[c]);
+  s.z_scale = s.gamma * s.rstd;
+  // β matters only to a fused activation, and may be null without one.
+  s.z_shift = beta != nullptr ? type_convert<float>(beta[c]) - s.mean * s.z_scale : 0.0f;
+  return s;
+}
+
+template <Activation kActivation>
+HIPGRAD_DEVICE HIPGRAD_INLINE float activation_gradient(float dy, float x, const ChannelState& s, float swish_beta) {
+  if constexpr (kActivation == Activation::kSwish) {
+    const float z = s.z_scale * x + s.z_shift;
+    const float sig = 1.0f / (1.0f + __expf(-swish_beta * z));
+    return dy * (sig + swish_beta * z * sig * (1.0f - sig));
+  } else {
+    return dy;
+  }
+}
+
+template <Activation kActivation>
+HIPGRAD_DEVICE HIPGRAD_INLINE void accumulate(GradientSums& sums, float dy, float x, const ChannelState& s, float swish_beta) {
+  const float dz = activation_gradient<kActivation>(dy, x, s, swish_beta);
+  sums[0] += dz;
+  sums[1] += dz * (x - s.mean);
+}
+
+// ---- sums ----------------------------------------------------------------------------------------
+
+template <typename T, typename TParam, int kThreads, int V, bool kPacked, Activation kActivation>
+__global__ void __launch_bounds__(kThreads)
+    backward_sums_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs, Geometry g,
+                         const float* __restrict__ mean, const float* __restrict__ rstd, const TParam* __restrict__ gamma,
+                         const TParam* __restrict__ beta, float swish_beta, GradientSums* __restrict__ partials) {
+  const PlaneTile t = PlaneTile::at(g, blockIdx.x);
+  const ChannelState s = channel_state(g, t.n, t.c, mean, rstd, gamma, beta);
+  GradientSums sums{{0.0f, 0.0f}};
+  if constexpr (kPacked) {
+    const T* xp = x + t.n * xs.n + t.c * xs.c;
+    const T* dyp = dy + t.n * dys.n + t.c * dys.c;
+    const Index vector_end = t.begin + (t.end - t.begin) / V * V;
+    for (Index i = t.begin + threadIdx.x * V; i < vector_end; i += kThreads * V) {
+      const Vector<T, V> xv = load_vector<V>(xp + i), dv = load_vector<V>(dyp + i);
+      HIPGRAD_UNROLL
+      for (int j = 0; j < V; ++j) accumulate<kActivation>(sums, type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, swish_beta);
+    }
+    for (Index i = vector_end + threadIdx.x; i < t.end; i += kThreads)
+      accumulate<kActivation>(sums, type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, swish_beta);
+  } else {
+    for_each_strided<kThreads>(g, t, xs, dys, [&](Index ox, Index od) {
+      accumulate<kActivation>(sums, type_convert<float>(dy[od]), type_convert<float>(x[ox]), s, swish_beta);
+    });
+  }
+  __shared__ typename BlockReduce<GradientSums, kThreads>::TempStorage storage;
+  const GradientSums tile = BlockReduce<GradientSums, kThreads>(storage).sum(sums);
+  if (threadIdx.x == 0) partials[blockIdx.x] = tile;
+}
+
+template <typename T, typename TParam, int kThreads, int V, Activation kActivation>
+__global__ void __launch_bounds__(kThreads)
+    backward_sums_channels_last(const T* __restrict__ dy, const T* __restrict__ x, DeviceStrides xs, Geometry g,
+                                const float* __restrict__ mean, const float* __restrict__ rstd,
+                                const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
+                                GradientSums* __restrict__ partials) {
+  const ColumnMapping<kThreads, V> m(g.c);
+  const Index k = blockIdx.x % g.tiles_per_sample_channel;
+  const Index ct = (blockIdx.x / g.tiles_per_sample_channel) % m.column_tiles();
+  const Index n = blockIdx.x / g.tiles_per_sample_channel / m.column_tiles();
+  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
+  const Index column = ct * m.columns_per_block + column_in_block;
+  const bool active = lane < m.row_lanes && column < m.columns;
+  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+
+  GradientSums sums[V];
+  HIPGRAD_UNROLL
+  for (int j = 0; j < V; ++j) sums[j] = GradientSums{{0.0f, 0.0f}};
+  if (active) {
+    ChannelState s[V];
+    HIPGRAD_UNROLL
+    for (int j = 0; j < V; ++j) s[j] = channel_state(g, n, column * V + j, mean, rstd, gamma, beta);
+    const Index offset = n * xs.n + column * V;
+    for (Index r = begin + lane; r < end; r += m.row_lanes) {
+      const Vector<T, V> xv = load_vector<V>(x + offset + r * g.c), dv = load_vector<V>(dy + offset + r * g.c);
+      HIPGRAD_UNROLL
+      for (int j = 0; j < V; ++j) accumulate<kActivation>(sums[j], type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], swish_beta);
+    }
+  }
+  __shared__ GradientSums lanes[kThreads * V];
+  if (active) {
+    HIPGRAD_UNROLL
+    for (int j = 0; j < V; ++j) lanes[(lane * m.columns_per_block + column_in_block) * V + j] = sums[j];
+  }
+  block_sync();
+  if (active && lane == 0) {
+    HIPGRAD_UNROLL
+    for (int j = 0; j < V; ++j) {
+      GradientSums total = lanes[column_in_block * V + j];
+      for (int l = 1; l < m.row_lanes; ++l) total = total + lanes[(l * m.columns_per_block + column_in_block) * V + j];
+      partials[(n * g.c + column * V + j) * g.tiles_per_sample_channel + k] = total;
+    }
+  }
+}
+
+// ---- per-group coefficients and dγ/dβ --------------------------------------------------------------
+
+/// dx = p·dz + q·(x − μ) + r for one (n, c).
+struct DataGradient {
+  float p, q, r;
+};
+
+/// One block per (n, group): totals per channel (kept for dγ/dβ) and, when `coefficients` is
+/// given, the channel's DataGradient.
+template <typename TParam, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    backward_group_coefficients(const GradientSums* __restrict__ partials, Geometry g, const float* __restrict__ rstd,
+                                const TParam* __restrict__ gamma, GradientSums* __restrict__ totals,
+                                DataGradient* __restrict__ coefficients) {
+  const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;
+  const Index c0 = group * g.group_channels;
+  GradientSums weighted{{0.0f, 0.0f}};
+  for (Index i = threadIdx.x; i < g.group_channels; i += kThreads) {
+    const GradientSums* channel = partials + (n * g.c + c0 + i) * g.tiles_per_sample_channel;
+    GradientSums total = channel[0];
+    for (Index k = 1; k < g.tiles_per_sample_channel; ++k) total = total + channel[k];
+    totals[n * g.c + c0 + i] = total;
+    const float gm = type_convert<float>(gamma[c0 + i]);
+    weighted = weighted + GradientSums{{gm * total[0], gm * total[1]}};
+  }
+  if (coefficients == nullptr) return;  // uniform across the block: no thread reaches the barrier
+  __shared__ typename BlockReduce<GradientSums, kThreads>::TempStorage storage;
+  const GradientSums ab = BlockReduce<GradientSums, kThreads>(storage).all_sum(weighted);
+  const float rs = rstd[blockIdx.x];
+  const float inverse_count = 1.0f / static_cast<float>(g.group_channels * g.spatial);
+  const float q = -rs * rs * rs * ab[1] * inverse_count;
+  const float r = -rs * ab[0] * inverse_count;
+  for (Index i = threadIdx.x; i < g.group_channels; i += kThreads)
+    coefficients[n * g.c + c0 + i] = DataGradient{rs * type_convert<float>(gamma[c0 + i]), q, r};
+}
+
+/// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c], summed over n in order.
+template <typename TParam>
+__global__ void backward_gamma_beta(const GradientSums* __restrict__ totals, Geometry g, const float* __restrict__ rstd,
+                                    TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
+  const Index c = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= g.c) return;
+  const Index group = c / g.group_channels;
+  float dg = 0.0f, db = 0.0f;
+  for (Index n = 0; n < g.n; ++n) {
+    const GradientSums t = totals[n * g.c + c];
+    dg += rstd[n * g.groups + group] * t[1];
+    db += t[0];
+  }
+  dgamma[c] = type_convert<TParam>(dg);
+  dbeta[c] = type_convert<TParam>(db);
+}
+
+// ---- dx ----------------------------------------------------------------------------------------
+
+template <Activation kActivation>
+HIPGRAD_DEVICE HIPGRAD_INLINE float data_gradient(float dy, float x, const ChannelState& s, const DataGradient& d,
+                                                  float swish_beta) {
+  const float dz = activation_gradient<kActivation>(dy, x, s, swish_beta);
+  return d.p * dz + d.q * (x - s.mean) + d.r;
+}
+
+template <typename T, typename TParam, int kThreads, int V, bool kPacked, Activation kActivation>
+__global__ void __launch_bounds__(kThreads)
+    backward_data_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
+                         T* __restrict__ dx, DeviceStrides dxs, Geometry g, const float* __restrict__ mean,
+                         const float* __restrict__ rstd, const TParam* __restrict__ gamma, const TParam* __restrict__ beta,
+                         float swish_beta, const DataGradient* __restrict__ coefficients) {
+  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;  // reverse order: reuse what L2 still holds
+  const PlaneTile t = PlaneTile::at(g, tile);
+  const ChannelState s = channel_state(g, t.n, t.c, mean, rstd, gamma, beta);
+  const DataGradient d = coefficients[t.n * g.c + t.c];
+  if constexpr (kPacked) {
+    const T* xp = x + t.n * xs.n + t.c * xs.c;
+    const T* dyp = dy + t.n * dys.n + t.c * dys.c;
+    T* dxp = dx + t.n * dxs.n + t.c * dxs.c;
+    const Index vector_end = t.begin + (t.end - t.begin) / V * V;
+    for (Index i = t.begin + threadIdx.x * V; i < vector_end; i += kThreads * V) {
+      const Vector<T, V> xv = load_vector<V>(xp + i), dv = load_vector<V>(dyp + i);
+      Vector<T, V> out;
+      HIPGRAD_UNROLL
+      for (int j = 0; j < V; ++j)
+        out[j] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, d, swish_beta));
+      store_vector<V>(dxp + i, out);
+    }
+    for (Index i = vector_end + threadIdx.x; i < t.end; i += kThreads)
+      dxp[i] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, d, swish_beta));
+  } else {
+    for (Index i = t.begin + threadIdx.x; i < t.end; i += kThreads) {
+      const float xv = type_convert<float>(x[g.offset(xs, t.n, t.c, i)]);
+      const float dv = type_convert<float>(dy[g.offset(dys, t.n, t.c, i)]);
+      dx[g.offset(dxs, t.n, t.c, i)] = type_convert<T>(data_gradient<kActivation>(dv, xv, s, d, swish_beta));
+    }
+  }
+}
+
+template <typename T, typename TParam, int kThreads, int V, Activation kActivation>
+__global__ void __launch_bounds__(kThreads)
+    backward_data_channels_last(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, DeviceStrides xs,
+                                Geometry g, const float* __restrict__ mean, const float* __restrict__ rstd,
+                                const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
+                                const DataGradient* __restrict__ coefficients) {
+  const ColumnMapping<kThreads, V> m(g.c);
+  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;
+  const Index k = tile % g.tiles_per_sample_channel;
+  const Index ct = (tile / g.tiles_per_sample_channel) % m.column_tiles();
+  const Index n = tile / g.tiles_per_sample_channel / m.column_tiles();
+  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
+  const Index column = ct * m.columns_per_block + column_in_block;
+  if (lane >= m.row_lanes || column >= m.columns) return;
+  ChannelState s[V];
+  DataGradient d[V];
+  HIPGRAD_UNROLL
+  for (int j = 0; j < V; ++j) {
+    s[j] = channel_state(g, n, column * V + j, mean, rstd, gamma, beta);
+    d[j] = coefficients[n * g.c + column * V + j];
+  }
+  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+  const Index offset = n * xs.n + column * V;
+  for (Index r = begin + lane; r < end; r += m.row_lanes) {
+    const Vector<T, V> xv = load_vector<V>(x + offset + r * g.c), dv = load_vector<V>(dy + offset + r * g.c);
+    Vector<T, V> out;
+    HIPGRAD_UNROLL
+    for (int j = 0; j < V; ++j)
+      out[j] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], d[j], swish_beta));
+    store_vector<V>(dx + offset + r * g.c, out);
+  }
+}
+
+}  // namespace hipgrad::groupnorm::detail

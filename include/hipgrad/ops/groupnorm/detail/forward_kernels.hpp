@@ -1,0 +1,210 @@
+/// @file forward_kernels.hpp
+/// @brief GroupNorm forward in three launches: per-(n, c, tile) Welford moments, per-group merge
+///        into mean/rstd and per-(n, c) scale/shift, then y = act(scale·x + shift).
+///
+/// Moments are summed per thread around a shift (the tile's first value), which keeps the
+/// fp32 sums free of the cancellation of E[x²] − E[x]²; states of threads, tiles and channels
+/// are then merged with Chan's formula in a fixed order, so results are bitwise reproducible.
+#pragma once
+
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/tiles.hpp"
+#include "hipgrad/primitives/block_reduce.hpp"
+#include "hipgrad/primitives/welford.hpp"
+
+namespace hipgrad::groupnorm::detail {
+
+using Moments = WelfordState<float>;
+
+/// Per-thread moments of values taken around `shift`.
+struct ShiftedSums {
+  float shift = 0.0f, sum = 0.0f, sum_squares = 0.0f, count = 0.0f;
+
+  HIPGRAD_DEVICE HIPGRAD_INLINE void add(float value) {
+    const float d = value - shift;
+    sum += d;
+    sum_squares += d * d;
+    count += 1.0f;
+  }
+  HIPGRAD_DEVICE HIPGRAD_INLINE Moments moments() const {
+    if (count == 0.0f) return Moments::empty();
+    const float mean_offset = sum / count;
+    const float m2 = sum_squares - sum * mean_offset;
+    return Moments::of_chunk(shift + mean_offset, m2 > 0.0f ? m2 : 0.0f, count);
+  }
+};
+
+/// Scale and shift of the affine normalisation of one (n, c): y = act(scale·x + shift).
+struct Affine {
+  float scale, shift;
+};
+
+template <Activation kActivation>
+HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
+  if constexpr (kActivation == Activation::kSwish) {
+    return z / (1.0f + __expf(-swish_beta * z));
+  } else {
+    return z;
+  }
+}
+
+// ---- moments -----------------------------------------------------------------------------------
+
+/// Planes: one block per (n, c, spatial tile). kPacked: the plane is contiguous, and with V > 1
+/// its start and the tile boundaries are V-aligned.
+template <typename T, int kThreads, int V, bool kPacked>
+__global__ void __launch_bounds__(kThreads)
+    forward_moments_planes(const T* __restrict__ x, DeviceStrides xs, Geometry g, Moments* __restrict__ partials) {
+  const PlaneTile t = PlaneTile::at(g, blockIdx.x);
+  ShiftedSums sums;
+  if constexpr (kPacked) {
+    const T* plane = x + t.n * xs.n + t.c * xs.c;
+    sums.shift = type_convert<float>(plane[t.begin]);
+    const Index vector_end = t.begin + (t.end - t.begin) / V * V;
+    for (Index s = t.begin + threadIdx.x * V; s < vector_end; s += kThreads * V) {
+      const Vector<T, V> v = load_vector<V>(plane + s);
+      HIPGRAD_UNROLL
+      for (int i = 0; i < V; ++i) sums.add(type_convert<float>(v[i]));
+    }
+    for (Index s = vector_end + threadIdx.x; s < t.end; s += kThreads) sums.add(type_convert<float>(plane[s]));
+  } else {
+    sums.shift = type_convert<float>(x[g.offset(xs, t.n, t.c, t.begin)]);
+    for_each_strided<kThreads>(g, t, xs, xs, [&](Index o, Index) { sums.add(type_convert<float>(x[o])); });
+  }
+  __shared__ typename BlockWelford<float, kThreads>::TempStorage storage;
+  const Moments tile = BlockWelford<float, kThreads>(storage).reduce(sums.moments(), WelfordMergeOp{});
+  if (threadIdx.x == 0) partials[blockIdx.x] = tile;
+}
+
+/// Channels last: one block per (n, column tile, spatial tile); each thread owns V adjacent
+/// channels and walks positions; lanes are merged through shared memory in lane order.
+template <typename T, int kThreads, int V>
+__global__ void __launch_bounds__(kThreads)
+    forward_moments_channels_last(const T* __restrict__ x, DeviceStrides xs, Geometry g, Moments* __restrict__ partials) {
+  const ColumnMapping<kThreads, V> m(g.c);
+  const Index k = blockIdx.x % g.tiles_per_sample_channel;
+  const Index ct = (blockIdx.x / g.tiles_per_sample_channel) % m.column_tiles();
+  const Index n = blockIdx.x / g.tiles_per_sample_channel / m.column_tiles();
+  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
+  const Index column = ct * m.columns_per_block + column_in_block;
+  const bool active = lane < m.row_lanes && column < m.columns;
+  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+  const Index position_stride = g.c;  // packed channels-last: positions are C apart
+
+  ShiftedSums sums[V];
+  if (active) {
+    const T* base = x + n * xs.n + column * V;
+    const Vector<T, V> first = load_vector<V>(base + begin * position_stride);
+    HIPGRAD_UNROLL
+    for (int i = 0; i < V; ++i) sums[i].shift = type_convert<float>(first[i]);
+    for (Index r = begin + lane; r < end; r += m.row_lanes) {
+      const Vector<T, V> v = load_vector<V>(base + r * position_stride);
+      HIPGRAD_UNROLL
+      for (int i = 0; i < V; ++i) sums[i].add(type_convert<float>(v[i]));
+    }
+  }
+  __shared__ Moments lanes[kThreads * V];
+  if (active) {
+    HIPGRAD_UNROLL
+    for (int i = 0; i < V; ++i) lanes[(lane * m.columns_per_block + column_in_block) * V + i] = sums[i].moments();
+  }
+  block_sync();
+  if (active && lane == 0) {
+    HIPGRAD_UNROLL
+    for (int i = 0; i < V; ++i) {
+      Moments merged = lanes[column_in_block * V + i];
+      for (int l = 1; l < m.row_lanes; ++l) merged = welford_merge(merged, lanes[(l * m.columns_per_block + column_in_block) * V + i]);
+      partials[((n * g.c + column * V + i) * g.tiles_per_sample_channel) + k] = merged;
+    }
+  }
+}
+
+// ---- per-group statistics ------------------------------------------------------------------------
+
+/// One block per (n, group): merges the tiles of each channel, then the channels; writes mean
+/// and rstd (when asked) and each channel's Affine.
+template <typename TParam, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    forward_group_statistics(const Moments* __restrict__ partials, Geometry g, float epsilon,
+                             const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float* __restrict__ mean,
+                             float* __restrict__ rstd, Affine* __restrict__ affine) {
+  const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;
+  const Index c0 = group * g.group_channels;
+  Moments mine = Moments::empty();
+  for (Index i = threadIdx.x; i < g.group_channels; i += kThreads) {
+    const Moments* channel = partials + (n * g.c + c0 + i) * g.tiles_per_sample_channel;
+    Moments m = channel[0];
+    for (Index k = 1; k < g.tiles_per_sample_channel; ++k) m = welford_merge(m, channel[k]);
+    mine = welford_merge(mine, m);
+  }
+  __shared__ typename BlockWelford<float, kThreads>::TempStorage storage;
+  const Moments all = BlockWelford<float, kThreads>(storage).all_reduce(mine, WelfordMergeOp{});
+  const float group_mean = all.mean;
+  const float group_rstd = 1.0f / sqrtf(all.variance() + epsilon);
+  if (threadIdx.x == 0 && mean != nullptr) mean[blockIdx.x] = group_mean;
+  if (threadIdx.x == 0 && rstd != nullptr) rstd[blockIdx.x] = group_rstd;
+  for (Index i = threadIdx.x; i < g.group_channels; i += kThreads) {
+    const float scale = type_convert<float>(gamma[c0 + i]) * group_rstd;
+    affine[n * g.c + c0 + i] = Affine{scale, type_convert<float>(beta[c0 + i]) - group_mean * scale};
+  }
+}
+
+// ---- y = act(scale·x + shift) --------------------------------------------------------------------
+
+/// Planes. Tiles are visited in the reverse order of the moments pass, so that the first tiles
+/// read are the last ones that pass left in L2.
+template <typename T, int kThreads, int V, bool kPacked, Activation kActivation>
+__global__ void __launch_bounds__(kThreads)
+    forward_apply_planes(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
+                         const Affine* __restrict__ affine, float swish_beta) {
+  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;
+  const PlaneTile t = PlaneTile::at(g, tile);
+  const Affine a = affine[t.n * g.c + t.c];
+  auto normalise = [&](T value) { return type_convert<T>(activate<kActivation>(a.scale * type_convert<float>(value) + a.shift, swish_beta)); };
+  if constexpr (kPacked) {
+    const T* in = x + t.n * xs.n + t.c * xs.c;
+    T* out = y + t.n * ys.n + t.c * ys.c;
+    const Index vector_end = t.begin + (t.end - t.begin) / V * V;
+    for (Index s = t.begin + threadIdx.x * V; s < vector_end; s += kThreads * V) {
+      const Vector<T, V> v = load_vector<V>(in + s);
+      Vector<T, V> r;
+      HIPGRAD_UNROLL
+      for (int i = 0; i < V; ++i) r[i] = normalise(v[i]);
+      store_vector<V>(out + s, r);
+    }
+    for (Index s = vector_end + threadIdx.x; s < t.end; s += kThreads) out[s] = normalise(in[s]);
+  } else {
+    for_each_strided<kThreads>(g, t, xs, ys, [&](Index ox, Index oy) { y[oy] = normalise(x[ox]); });
+  }
+}
+
+/// Channels last, the moments kernel's mapping; x and y share the packed layout.
+template <typename T, int kThreads, int V, Activation kActivation>
+__global__ void __launch_bounds__(kThreads)
+    forward_apply_channels_last(const T* __restrict__ x, T* __restrict__ y, DeviceStrides xs, Geometry g,
+                                const Affine* __restrict__ affine, float swish_beta) {
+  const ColumnMapping<kThreads, V> m(g.c);
+  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;
+  const Index k = tile % g.tiles_per_sample_channel;
+  const Index ct = (tile / g.tiles_per_sample_channel) % m.column_tiles();
+  const Index n = tile / g.tiles_per_sample_channel / m.column_tiles();
+  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
+  const Index column = ct * m.columns_per_block + column_in_block;
+  if (lane >= m.row_lanes || column >= m.columns) return;
+  Affine a[V];
+  HIPGRAD_UNROLL
+  for (int i = 0; i < V; ++i) a[i] = affine[n * g.c + column * V + i];
+  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+  const Index offset = n * xs.n + column * V;
+  for (Index r = begin + lane; r < end; r += m.row_lanes) {
+    const Vector<T, V> v = load_vector<V>(x + offset + r * g.c);
+    Vector<T, V> out;
+    HIPGRAD_UNROLL
+    for (int i = 0; i < V; ++i)
+      out[i] = type_convert<T>(activate<kActivation>(a[i].scale * type_convert<float>(v[i]) + a[i].shift, swish_beta));
+    store_vector<V>(y + offset + r * g.c, out);
+  }
+}
+
+}  // namespace hipgrad::groupnorm::detail

@@ -1,0 +1,172 @@
+/// @file forward.hpp
+/// @brief GroupNorm forward with optional fused Swish: y = act(γ·(x − μ)·rstd + β), saving
+///        mean and rstd [N, G] in fp32 for the backward.
+///
+///   using Op = hipgrad::groupnorm::Forward<hipgrad::half, float>;   // fp16 data, fp32 γ/β
+///   auto problem = hipgrad::groupnorm::ForwardProblem::packed({N, C, H, W}, G, /*channels_last=*/true);
+///   Op::Args args{x, gamma, beta, y, mean, rstd};
+///   HIPGRAD_RETURN_IF_ERROR(Op::can_implement(problem, args));
+///   // workspace of Op::workspace_size(problem) bytes, then
+///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, bytes, stream));
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/ops/groupnorm/detail/forward_kernels.hpp"
+#include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
+#include "hipgrad/ops/groupnorm/problem.hpp"
+
+namespace hipgrad::groupnorm {
+
+/// T: x and y (float, half, bfloat16). TParam: γ and β (T or float). Statistics are fp32.
+template <typename T, typename TParam = T>
+class Forward {
+  static_assert(is_storage_type_v<T>, "GroupNorm data must be float, half or bfloat16");
+  static_assert(std::is_same_v<TParam, T> || std::is_same_v<TParam, float>, "γ/β must be of the data type or float");
+
+ public:
+  struct Args {
+    const T* x = nullptr;
+    const TParam* gamma = nullptr;
+    const TParam* beta = nullptr;
+    T* y = nullptr;
+    float* mean = nullptr;  ///< [N, G], optional
+    float* rstd = nullptr;  ///< [N, G], optional
+  };
+
+  static Status can_implement(const ForwardProblem& p, const Args& a) {
+    HIPGRAD_RETURN_IF_ERROR(p.validate());
+    if (!a.x || !a.gamma || !a.beta || !a.y) return Status::invalid_argument("x, gamma, beta and y must not be null");
+    const std::size_t x_bytes = static_cast<std::size_t>(p.x.element_space()) * sizeof(T);
+    const std::size_t y_bytes = static_cast<std::size_t>(p.y.element_space()) * sizeof(T);
+    const std::size_t stats_bytes = static_cast<std::size_t>(p.x.n() * p.groups) * sizeof(float);
+    if (detail::ranges_overlap(a.y, y_bytes, a.x, x_bytes)) return Status::invalid_argument("y overlaps x");
+    if (detail::ranges_overlap(a.mean, stats_bytes, a.y, y_bytes) || detail::ranges_overlap(a.rstd, stats_bytes, a.y, y_bytes) ||
+        detail::ranges_overlap(a.mean, stats_bytes, a.rstd, stats_bytes)) {
+      return Status::invalid_argument("mean, rstd and y overlap");
+    }
+    return detail::check_grid(plan(p, a).blocks, "GroupNorm forward");
+  }
+
+  static std::size_t workspace_size(const ForwardProblem& p) {
+    if (!p.validate().is_ok()) return 0;
+    const Plan pl = plan(p, Args{});
+    detail::WorkspaceCarver carver(nullptr, 0);
+    carve(pl, p, carver);
+    return carver.used();
+  }
+
+  static Status run(const ForwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
+                    hipStream_t stream) {
+    HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
+    const Plan pl = plan(p, a);
+    detail::WorkspaceCarver carver(workspace, workspace_bytes);
+    const Buffers b = carve(pl, p, carver);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
+    HIPGRAD_RETURN_IF_ERROR(launch_moments(pl, p, a, b, stream));
+    detail::forward_group_statistics<TParam, kStatThreads><<<p.x.n() * p.groups, kStatThreads, 0, stream>>>(
+        b.partials, pl.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd, b.affine);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_group_statistics");
+    return launch_apply(pl, p, a, b, stream);
+  }
+
+  static std::string name(const ForwardProblem& p) {
+    const Plan pl = plan(p, Args{});
+    return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
+           "_v" + std::to_string(pl.vector) + "_" + activation_name(p.activation);
+  }
+
+ private:
+  static constexpr int kThreads = detail::kBlockThreads;
+  static constexpr int kStatThreads = 128;
+  static constexpr int kV = kVector16<T>;
+
+  struct Plan {
+    detail::Path path;
+    int vector;
+    detail::Geometry geometry;
+    Index blocks;  // blocks of the moments and apply launches
+  };
+  struct Buffers {
+    detail::Moments* partials;
+    detail::Affine* affine;
+  };
+
+  static Plan plan(const ForwardProblem& p, const Args& a) {
+    Plan pl;
+    pl.path = detail::choose_path(p.x, &p.y, 1);
+    const detail::Geometry probe = detail::make_geometry(p.x, p.groups, 1);
+    pl.vector = detail::choose_vector<T>(pl.path, probe, {a.x, a.y});
+    pl.geometry = detail::make_geometry(p.x, p.groups, detail::choose_tile(pl.path, p.x, kV));
+    const Index tiles = pl.geometry.tiles_per_sample_channel;
+    if (pl.path == detail::Path::kChannelsLast) {
+      const Index column_tiles = pl.vector == kV ? detail::ColumnMapping<kThreads, kV>(p.x.c()).column_tiles()
+                                                 : detail::ColumnMapping<kThreads, 1>(p.x.c()).column_tiles();
+      pl.blocks = p.x.n() * column_tiles * tiles;
+    } else {
+      pl.blocks = p.x.n() * p.x.c() * tiles;
+    }
+    return pl;
+  }
+
+  static Buffers carve(const Plan& pl, const ForwardProblem& p, detail::WorkspaceCarver& carver) {
+    Buffers b;
+    b.partials = carver.take<detail::Moments>(static_cast<std::size_t>(p.x.n() * p.x.c() * pl.geometry.tiles_per_sample_channel));
+    b.affine = carver.take<detail::Affine>(static_cast<std::size_t>(p.x.n() * p.x.c()));
+    return b;
+  }
+
+  static Status launch_moments(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+    using namespace detail;
+    const DeviceStrides xs = device_strides(p.x);
+    const unsigned blocks = static_cast<unsigned>(pl.blocks);
+    if (pl.path == Path::kChannelsLast) {
+      if (pl.vector == kV)
+        forward_moments_channels_last<T, kThreads, kV><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
+      else
+        forward_moments_channels_last<T, kThreads, 1><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
+    } else if (pl.path == Path::kPlanesPacked) {
+      if (pl.vector == kV)
+        forward_moments_planes<T, kThreads, kV, true><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
+      else
+        forward_moments_planes<T, kThreads, 1, true><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
+    } else {
+      forward_moments_planes<T, kThreads, 1, false><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
+    }
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_moments");
+    return Status::ok();
+  }
+
+  static Status launch_apply(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+    if (p.activation == Activation::kSwish) return launch_apply_as<Activation::kSwish>(pl, p, a, b, stream);
+    return launch_apply_as<Activation::kIdentity>(pl, p, a, b, stream);
+  }
+
+  template <Activation kAct>
+  static Status launch_apply_as(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+    using namespace detail;
+    const DeviceStrides xs = device_strides(p.x), ys = device_strides(p.y);
+    const unsigned blocks = static_cast<unsigned>(pl.blocks);
+    const float sb = p.swish_beta;
+    if (pl.path == Path::kChannelsLast) {
+      if (pl.vector == kV)
+        forward_apply_channels_last<T, kThreads, kV, kAct><<<blocks, kThreads, 0, stream>>>(a.x, a.y, xs, pl.geometry, b.affine, sb);
+      else
+        forward_apply_channels_last<T, kThreads, 1, kAct><<<blocks, kThreads, 0, stream>>>(a.x, a.y, xs, pl.geometry, b.affine, sb);
+    } else if (pl.path == Path::kPlanesPacked) {
+      if (pl.vector == kV)
+        forward_apply_planes<T, kThreads, kV, true, kAct><<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, b.affine, sb);
+      else
+        forward_apply_planes<T, kThreads, 1, true, kAct><<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, b.affine, sb);
+    } else {
+      forward_apply_planes<T, kThreads, 1, false, kAct><<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, b.affine, sb);
+    }
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_apply");
+    return Status::ok();
+  }
+};
+
+}  // namespace hipgrad::groupnorm
