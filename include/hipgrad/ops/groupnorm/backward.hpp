@@ -87,12 +87,7 @@ class Backward {
   static constexpr int kGroupThreads = 128;
   static constexpr int kV = kVector16<T>;
 
-  struct Plan {
-    detail::Path path;
-    int vector;
-    detail::Geometry geometry;
-    Index blocks;
-  };
+  using Plan = detail::Plan;
   struct Buffers {
     detail::GradientSums* partials;
     detail::GradientSums* totals;
@@ -117,21 +112,8 @@ class Backward {
   static Plan plan(const BackwardProblem& p, const Args& a) { return plan(p, a.dx != nullptr, {a.x, a.dy, a.dx}); }
 
   static Plan plan(const BackwardProblem& p, bool with_dx, std::initializer_list<const void*> pointers = {}) {
-    Plan pl;
     const TensorShape others[] = {p.dy, p.dx};
-    pl.path = detail::choose_path(p.x, others, with_dx ? 2 : 1);
-    const detail::Geometry probe = detail::make_geometry(p.x, p.groups, 1);
-    pl.vector = detail::choose_vector<T>(pl.path, probe, pointers);
-    pl.geometry = detail::make_geometry(p.x, p.groups, detail::choose_tile(pl.path, p.x, kV));
-    const Index tiles = pl.geometry.tiles_per_sample_channel;
-    if (pl.path == detail::Path::kChannelsLast) {
-      const Index column_tiles = pl.vector == kV ? detail::ColumnMapping<kThreads, kV>(p.x.c()).column_tiles()
-                                                 : detail::ColumnMapping<kThreads, 1>(p.x.c()).column_tiles();
-      pl.blocks = p.x.n() * column_tiles * tiles;
-    } else {
-      pl.blocks = p.x.n() * p.x.c() * tiles;
-    }
-    return pl;
+    return detail::make_plan<T>(p.x, p.groups, others, with_dx ? 2 : 1, pointers);
   }
 
   static Buffers carve(const Plan& pl, const BackwardProblem& p, detail::WorkspaceCarver& carver) {

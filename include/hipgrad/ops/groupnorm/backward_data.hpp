@@ -30,7 +30,7 @@ class BackwardData {
     HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
     return Fused::run(p, fused(a), workspace, bytes, stream);
   }
-  static std::string name(const BackwardProblem& p) { return "groupnorm_bwd_data" + Fused::name(p).substr(12); }
+  static std::string name(const BackwardProblem& p) { return "groupnorm_bwd_data" + Fused::name(p).substr(13); }
 
  private:
   static typename Fused::Args fused(const Args& a) {

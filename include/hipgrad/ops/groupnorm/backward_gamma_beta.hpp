@@ -31,7 +31,7 @@ class BackwardGammaBeta {
     HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
     return Fused::run(p, fused(a), workspace, bytes, stream);
   }
-  static std::string name(const BackwardProblem& p) { return "groupnorm_bwd_gamma_beta" + Fused::name(p).substr(12); }
+  static std::string name(const BackwardProblem& p) { return "groupnorm_bwd_gamma_beta" + Fused::name(p).substr(13); }
 
  private:
   static typename Fused::Args fused(const Args& a) {

@@ -84,32 +84,14 @@ class Forward {
   static constexpr int kStatThreads = 128;
   static constexpr int kV = kVector16<T>;
 
-  struct Plan {
-    detail::Path path;
-    int vector;
-    detail::Geometry geometry;
-    Index blocks;  // blocks of the moments and apply launches
-  };
+  using Plan = detail::Plan;
   struct Buffers {
     detail::Moments* partials;
     detail::Affine* affine;
   };
 
   static Plan plan(const ForwardProblem& p, const Args& a) {
-    Plan pl;
-    pl.path = detail::choose_path(p.x, &p.y, 1);
-    const detail::Geometry probe = detail::make_geometry(p.x, p.groups, 1);
-    pl.vector = detail::choose_vector<T>(pl.path, probe, {a.x, a.y});
-    pl.geometry = detail::make_geometry(p.x, p.groups, detail::choose_tile(pl.path, p.x, kV));
-    const Index tiles = pl.geometry.tiles_per_sample_channel;
-    if (pl.path == detail::Path::kChannelsLast) {
-      const Index column_tiles = pl.vector == kV ? detail::ColumnMapping<kThreads, kV>(p.x.c()).column_tiles()
-                                                 : detail::ColumnMapping<kThreads, 1>(p.x.c()).column_tiles();
-      pl.blocks = p.x.n() * column_tiles * tiles;
-    } else {
-      pl.blocks = p.x.n() * p.x.c() * tiles;
-    }
-    return pl;
+    return detail::make_plan<T>(p.x, p.groups, &p.y, 1, {a.x, a.y});
   }
 
   static Buffers carve(const Plan& pl, const ForwardProblem& p, detail::WorkspaceCarver& carver) {

@@ -12,6 +12,7 @@
 #include "hipgrad/core/array.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
 #include "hipgrad/primitives/block_reduce.hpp"
 
@@ -94,41 +95,34 @@ __global__ void __launch_bounds__(kThreads)
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                 const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                 GradientSums* __restrict__ partials) {
-  const ColumnMapping<kThreads, V> m(g.c);
-  const Index k = blockIdx.x % g.tiles_per_sample_channel;
-  const Index ct = (blockIdx.x / g.tiles_per_sample_channel) % m.column_tiles();
-  const Index n = blockIdx.x / g.tiles_per_sample_channel / m.column_tiles();
-  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
-  const Index column = ct * m.columns_per_block + column_in_block;
-  const bool active = lane < m.row_lanes && column < m.columns;
-  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+  const ColumnTile<kThreads, V> t(g, blockIdx.x);
 
   GradientSums sums[V];
   HIPGRAD_UNROLL
   for (int j = 0; j < V; ++j) sums[j] = GradientSums{{0.0f, 0.0f}};
-  if (active) {
+  if (t.active) {
     ChannelState s[V];
     HIPGRAD_UNROLL
-    for (int j = 0; j < V; ++j) s[j] = channel_state(g, n, column * V + j, mean, rstd, gamma, beta);
-    const Index offset = n * xs.n + column * V;
-    for (Index r = begin + lane; r < end; r += m.row_lanes) {
+    for (int j = 0; j < V; ++j) s[j] = channel_state(g, t.n, t.column * V + j, mean, rstd, gamma, beta);
+    const Index offset = t.n * xs.n + t.column * V;
+    for (Index r = t.begin + t.lane; r < t.end; r += t.map.row_lanes) {
       const Vector<T, V> xv = load_vector<V>(x + offset + r * g.c), dv = load_vector<V>(dy + offset + r * g.c);
       HIPGRAD_UNROLL
       for (int j = 0; j < V; ++j) accumulate<kActivation>(sums[j], type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], swish_beta);
     }
   }
   __shared__ GradientSums lanes[kThreads * V];
-  if (active) {
+  if (t.active) {
     HIPGRAD_UNROLL
-    for (int j = 0; j < V; ++j) lanes[(lane * m.columns_per_block + column_in_block) * V + j] = sums[j];
+    for (int j = 0; j < V; ++j) lanes[t.lane_slot(t.lane, j)] = sums[j];
   }
   block_sync();
-  if (active && lane == 0) {
+  if (t.active && t.lane == 0) {
     HIPGRAD_UNROLL
     for (int j = 0; j < V; ++j) {
-      GradientSums total = lanes[column_in_block * V + j];
-      for (int l = 1; l < m.row_lanes; ++l) total = total + lanes[(l * m.columns_per_block + column_in_block) * V + j];
-      partials[(n * g.c + column * V + j) * g.tiles_per_sample_channel + k] = total;
+      GradientSums total = lanes[t.lane_slot(0, j)];
+      for (int l = 1; l < t.map.row_lanes; ++l) total = total + lanes[t.lane_slot(l, j)];
+      partials[(t.n * g.c + t.column * V + j) * g.tiles_per_sample_channel + t.k] = total;
     }
   }
 }
@@ -149,15 +143,15 @@ __global__ void __launch_bounds__(kThreads)
                                 DataGradient* __restrict__ coefficients) {
   const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;
   const Index c0 = group * g.group_channels;
-  GradientSums weighted{{0.0f, 0.0f}};
-  for (Index i = threadIdx.x; i < g.group_channels; i += kThreads) {
-    const GradientSums* channel = partials + (n * g.c + c0 + i) * g.tiles_per_sample_channel;
-    GradientSums total = channel[0];
-    for (Index k = 1; k < g.tiles_per_sample_channel; ++k) total = total + channel[k];
-    totals[n * g.c + c0 + i] = total;
-    const float gm = type_convert<float>(gamma[c0 + i]);
-    weighted = weighted + GradientSums{{gm * total[0], gm * total[1]}};
-  }
+  __shared__ GradientSums scratch[kThreads];
+  GradientSums weighted{{0.0f, 0.0f}};  // Σ γ_c·(S1, S2) over the channels this thread visits
+  reduce_channel_tiles<kThreads>(partials + (n * g.c + c0) * g.tiles_per_sample_channel, g.group_channels,
+                                 g.tiles_per_sample_channel, GradientSums{{0.0f, 0.0f}}, SumOp{}, scratch,
+                                 [&](Index i, const GradientSums& total) {
+                                   totals[n * g.c + c0 + i] = total;
+                                   const float gm = type_convert<float>(gamma[c0 + i]);
+                                   weighted = weighted + GradientSums{{gm * total[0], gm * total[1]}};
+                                 });
   if (coefficients == nullptr) return;  // uniform across the block: no thread reaches the barrier
   __shared__ typename BlockReduce<GradientSums, kThreads>::TempStorage storage;
   const GradientSums ab = BlockReduce<GradientSums, kThreads>(storage).all_sum(weighted);
@@ -235,24 +229,17 @@ __global__ void __launch_bounds__(kThreads)
                                 Geometry g, const float* __restrict__ mean, const float* __restrict__ rstd,
                                 const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                 const DataGradient* __restrict__ coefficients) {
-  const ColumnMapping<kThreads, V> m(g.c);
-  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;
-  const Index k = tile % g.tiles_per_sample_channel;
-  const Index ct = (tile / g.tiles_per_sample_channel) % m.column_tiles();
-  const Index n = tile / g.tiles_per_sample_channel / m.column_tiles();
-  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
-  const Index column = ct * m.columns_per_block + column_in_block;
-  if (lane >= m.row_lanes || column >= m.columns) return;
+  const ColumnTile<kThreads, V> t(g, static_cast<Index>(gridDim.x) - 1 - blockIdx.x);  // reverse order, as planes
+  if (!t.active) return;
   ChannelState s[V];
   DataGradient d[V];
   HIPGRAD_UNROLL
   for (int j = 0; j < V; ++j) {
-    s[j] = channel_state(g, n, column * V + j, mean, rstd, gamma, beta);
-    d[j] = coefficients[n * g.c + column * V + j];
+    s[j] = channel_state(g, t.n, t.column * V + j, mean, rstd, gamma, beta);
+    d[j] = coefficients[t.n * g.c + t.column * V + j];
   }
-  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
-  const Index offset = n * xs.n + column * V;
-  for (Index r = begin + lane; r < end; r += m.row_lanes) {
+  const Index offset = t.n * xs.n + t.column * V;
+  for (Index r = t.begin + t.lane; r < t.end; r += t.map.row_lanes) {
     const Vector<T, V> xv = load_vector<V>(x + offset + r * g.c), dv = load_vector<V>(dy + offset + r * g.c);
     Vector<T, V> out;
     HIPGRAD_UNROLL

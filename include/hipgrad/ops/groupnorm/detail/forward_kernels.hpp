@@ -9,6 +9,7 @@
 
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
 #include "hipgrad/primitives/block_reduce.hpp"
 #include "hipgrad/primitives/welford.hpp"
@@ -82,40 +83,33 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int kThreads, int V>
 __global__ void __launch_bounds__(kThreads)
     forward_moments_channels_last(const T* __restrict__ x, DeviceStrides xs, Geometry g, Moments* __restrict__ partials) {
-  const ColumnMapping<kThreads, V> m(g.c);
-  const Index k = blockIdx.x % g.tiles_per_sample_channel;
-  const Index ct = (blockIdx.x / g.tiles_per_sample_channel) % m.column_tiles();
-  const Index n = blockIdx.x / g.tiles_per_sample_channel / m.column_tiles();
-  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
-  const Index column = ct * m.columns_per_block + column_in_block;
-  const bool active = lane < m.row_lanes && column < m.columns;
-  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+  const ColumnTile<kThreads, V> t(g, blockIdx.x);
   const Index position_stride = g.c;  // packed channels-last: positions are C apart
 
   ShiftedSums sums[V];
-  if (active) {
-    const T* base = x + n * xs.n + column * V;
-    const Vector<T, V> first = load_vector<V>(base + begin * position_stride);
+  if (t.active) {
+    const T* base = x + t.n * xs.n + t.column * V;
+    const Vector<T, V> first = load_vector<V>(base + t.begin * position_stride);
     HIPGRAD_UNROLL
     for (int i = 0; i < V; ++i) sums[i].shift = type_convert<float>(first[i]);
-    for (Index r = begin + lane; r < end; r += m.row_lanes) {
+    for (Index r = t.begin + t.lane; r < t.end; r += t.map.row_lanes) {
       const Vector<T, V> v = load_vector<V>(base + r * position_stride);
       HIPGRAD_UNROLL
       for (int i = 0; i < V; ++i) sums[i].add(type_convert<float>(v[i]));
     }
   }
   __shared__ Moments lanes[kThreads * V];
-  if (active) {
+  if (t.active) {
     HIPGRAD_UNROLL
-    for (int i = 0; i < V; ++i) lanes[(lane * m.columns_per_block + column_in_block) * V + i] = sums[i].moments();
+    for (int i = 0; i < V; ++i) lanes[t.lane_slot(t.lane, i)] = sums[i].moments();
   }
   block_sync();
-  if (active && lane == 0) {
+  if (t.active && t.lane == 0) {
     HIPGRAD_UNROLL
     for (int i = 0; i < V; ++i) {
-      Moments merged = lanes[column_in_block * V + i];
-      for (int l = 1; l < m.row_lanes; ++l) merged = welford_merge(merged, lanes[(l * m.columns_per_block + column_in_block) * V + i]);
-      partials[((n * g.c + column * V + i) * g.tiles_per_sample_channel) + k] = merged;
+      Moments merged = lanes[t.lane_slot(0, i)];
+      for (int l = 1; l < t.map.row_lanes; ++l) merged = welford_merge(merged, lanes[t.lane_slot(l, i)]);
+      partials[((t.n * g.c + t.column * V + i) * g.tiles_per_sample_channel) + t.k] = merged;
     }
   }
 }
@@ -131,13 +125,11 @@ __global__ void __launch_bounds__(kThreads)
                              float* __restrict__ rstd, Affine* __restrict__ affine) {
   const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;
   const Index c0 = group * g.group_channels;
-  Moments mine = Moments::empty();
-  for (Index i = threadIdx.x; i < g.group_channels; i += kThreads) {
-    const Moments* channel = partials + (n * g.c + c0 + i) * g.tiles_per_sample_channel;
-    Moments m = channel[0];
-    for (Index k = 1; k < g.tiles_per_sample_channel; ++k) m = welford_merge(m, channel[k]);
-    mine = welford_merge(mine, m);
-  }
+  __shared__ Moments scratch[kThreads];
+  Moments mine = Moments::empty();  // the channels this thread visits, merged in channel order
+  reduce_channel_tiles<kThreads>(partials + (n * g.c + c0) * g.tiles_per_sample_channel, g.group_channels,
+                                 g.tiles_per_sample_channel, Moments::empty(), WelfordMergeOp{}, scratch,
+                                 [&](Index, const Moments& channel) { mine = welford_merge(mine, channel); });
   __shared__ typename BlockWelford<float, kThreads>::TempStorage storage;
   const Moments all = BlockWelford<float, kThreads>(storage).all_reduce(mine, WelfordMergeOp{});
   const float group_mean = all.mean;
@@ -184,20 +176,13 @@ template <typename T, int kThreads, int V, Activation kActivation>
 __global__ void __launch_bounds__(kThreads)
     forward_apply_channels_last(const T* __restrict__ x, T* __restrict__ y, DeviceStrides xs, Geometry g,
                                 const Affine* __restrict__ affine, float swish_beta) {
-  const ColumnMapping<kThreads, V> m(g.c);
-  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;
-  const Index k = tile % g.tiles_per_sample_channel;
-  const Index ct = (tile / g.tiles_per_sample_channel) % m.column_tiles();
-  const Index n = tile / g.tiles_per_sample_channel / m.column_tiles();
-  const int lane = threadIdx.x / m.columns_per_block, column_in_block = threadIdx.x % m.columns_per_block;
-  const Index column = ct * m.columns_per_block + column_in_block;
-  if (lane >= m.row_lanes || column >= m.columns) return;
+  const ColumnTile<kThreads, V> t(g, static_cast<Index>(gridDim.x) - 1 - blockIdx.x);  // reverse order, as planes
+  if (!t.active) return;
   Affine a[V];
   HIPGRAD_UNROLL
-  for (int i = 0; i < V; ++i) a[i] = affine[n * g.c + column * V + i];
-  const Index begin = k * g.tile_spatial, end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
-  const Index offset = n * xs.n + column * V;
-  for (Index r = begin + lane; r < end; r += m.row_lanes) {
+  for (int i = 0; i < V; ++i) a[i] = affine[t.n * g.c + t.column * V + i];
+  const Index offset = t.n * xs.n + t.column * V;
+  for (Index r = t.begin + t.lane; r < t.end; r += t.map.row_lanes) {
     const Vector<T, V> v = load_vector<V>(x + offset + r * g.c);
     Vector<T, V> out;
     HIPGRAD_UNROLL

@@ -10,6 +10,7 @@
 #include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
+#include "hipgrad/ops/groupnorm/detail/tiles.hpp"
 
 namespace hipgrad::groupnorm::detail {
 
@@ -60,19 +61,58 @@ inline int multiprocessors() {
   return count;
 }
 
-/// Spatial positions per tile: about 16 K elements per block, fewer when that would leave the
-/// GPU with fewer than ~4 blocks per multiprocessor. Planes tiles are a multiple of `granule`
-/// (the widest vector), whatever vector a call ends up using, so that the tile count, and with
-/// it the workspace size, depends on the layout only.
-inline Index choose_tile(Path path, const TensorShape& x, int granule) {
+/// Spatial positions per tile: about 16 K elements per block, fewer (but never so few that the
+/// per-tile partials grow to a sizeable fraction of the data) when that would leave the GPU with
+/// fewer than ~4 blocks per multiprocessor. Planes tiles are a multiple of `granule` (the widest
+/// vector) whatever vector a call ends up using, so that the tile count, and with it the
+/// workspace size, depends on the layout only. `block_channels` is the channels one
+/// channels-last block covers (ColumnMapping).
+inline Index choose_tile(Path path, const TensorShape& x, int granule, Index block_channels, Index column_tiles) {
+  const bool last = path == Path::kChannelsLast;
   const Index spatial = x.spatial_size();
-  const Index per_position = path == Path::kChannelsLast ? x.c() : 1;       // elements per position in a tile
-  const Index blocks_per_tile_set = path == Path::kChannelsLast ? x.n() : x.n() * x.c();
+  const Index per_position = last ? block_channels : 1;  // elements per position in one block
+  const Index blocks_per_tile = last ? x.n() * column_tiles : x.n() * x.c();
+  const Index min_tile = last ? 16 : 512;
   Index tile = (16384 + per_position - 1) / per_position;
+  tile = tile < min_tile ? min_tile : tile;
   const Index wanted_blocks = 4 * static_cast<Index>(multiprocessors());
-  while (tile > 512 / per_position + 1 && blocks_per_tile_set * ((spatial + tile - 1) / tile) < wanted_blocks) tile /= 2;
-  if (path != Path::kChannelsLast) tile = (tile + granule - 1) / granule * granule;
-  return tile < 1 ? 1 : tile;
+  while (tile / 2 >= min_tile && blocks_per_tile * ((spatial + tile - 1) / tile) < wanted_blocks) tile /= 2;
+  if (!last) tile = (tile + granule - 1) / granule * granule;
+  return tile;
+}
+
+/// Everything an op decides before launching: the layout path, the vector width, the tiling
+/// and the number of blocks of its tile-walking launches.
+struct Plan {
+  Path path;
+  int vector;
+  Geometry geometry;
+  Index blocks;
+};
+
+/// The plan for x and the `others` tensors that share its walk, with `pointers` to check for
+/// vector alignment (none: assume aligned, for sizing).
+template <typename T>
+Plan make_plan(const TensorShape& x, Index groups, const TensorShape* others, int count,
+               std::initializer_list<const void*> pointers) {
+  constexpr int kV = kVector16<T>;
+  Plan pl;
+  pl.path = choose_path(x, others, count);
+  pl.vector = choose_vector<T>(pl.path, make_geometry(x, groups, 1), pointers);
+  // Column tiles depend on the vector width actually used; the tile count must not (see
+  // choose_tile), so channels-last tiles are sized for the widest vector.
+  const ColumnMapping<kBlockThreads, kV> widest(x.c());
+  const Index block_channels = static_cast<Index>(widest.columns_per_block) * kV;
+  pl.geometry = make_geometry(x, groups, choose_tile(pl.path, x, kV, block_channels, widest.column_tiles()));
+  const Index tiles = pl.geometry.tiles_per_sample_channel;
+  if (pl.path == Path::kChannelsLast) {
+    const Index column_tiles =
+        pl.vector == kV ? widest.column_tiles() : ColumnMapping<kBlockThreads, 1>(x.c()).column_tiles();
+    pl.blocks = x.n() * column_tiles * tiles;
+  } else {
+    pl.blocks = x.n() * x.c() * tiles;
+  }
+  return pl;
 }
 
 /// Bump allocation inside the caller's workspace, 256-byte aligned.

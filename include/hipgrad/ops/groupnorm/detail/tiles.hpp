@@ -31,19 +31,50 @@ struct PlaneTile {
   }
 };
 
-/// Column-tile mapping of channels-last kernels: V channels per thread.
+/// Column-tile mapping of channels-last kernels: V channels per thread, at most 32 vector
+/// columns per block (a row segment of up to 512 bytes), split evenly over the column tiles; the
+/// rest of the block walks positions in parallel lanes.
 template <int kThreads, int V>
 struct ColumnMapping {
+  static constexpr Index kMaxColumnsPerBlock = 32;
   Index columns;          ///< C / V vector columns
-  int columns_per_block;  ///< min(columns, kThreads)
+  Index tiles;            ///< column tiles
+  int columns_per_block;  ///< ceil(columns / tiles)
   int row_lanes;          ///< kThreads / columns_per_block: positions walked in parallel
 
   HIPGRAD_HOST_DEVICE explicit ColumnMapping(Index channels)
-      : columns(channels / V),
-        columns_per_block(static_cast<int>(columns < kThreads ? columns : kThreads)),
+      : columns(channels >= V ? channels / V : 1),  // at least one (host-side sizing with C < V)
+        tiles((columns + kMaxColumnsPerBlock - 1) / kMaxColumnsPerBlock),
+        columns_per_block(static_cast<int>((columns + tiles - 1) / tiles)),
         row_lanes(kThreads / columns_per_block) {}
 
-  HIPGRAD_HOST_DEVICE Index column_tiles() const { return (columns + columns_per_block - 1) / columns_per_block; }
+  HIPGRAD_HOST_DEVICE Index column_tiles() const { return tiles; }
+};
+
+/// This thread's place in a channels-last tile: sample n, tile k (positions [begin, end)), its
+/// vector column and lane.
+template <int kThreads, int V>
+struct ColumnTile {
+  ColumnMapping<kThreads, V> map;
+  Index n, k, begin, end, column;
+  int lane, column_in_block;
+  bool active;  ///< false for threads beyond the last column or lane
+
+  HIPGRAD_DEVICE ColumnTile(const Geometry& g, Index tile) : map(g.c) {
+    k = tile % g.tiles_per_sample_channel;
+    const Index column_tile = (tile / g.tiles_per_sample_channel) % map.column_tiles();
+    n = tile / g.tiles_per_sample_channel / map.column_tiles();
+    lane = threadIdx.x / map.columns_per_block;
+    column_in_block = threadIdx.x % map.columns_per_block;
+    column = column_tile * map.columns_per_block + column_in_block;
+    active = lane < map.row_lanes && column < map.columns;
+    begin = k * g.tile_spatial;
+    end = begin + g.tile_spatial < g.spatial ? begin + g.tile_spatial : g.spatial;
+  }
+  /// Index of (lane, column, vector element j) in a [lanes][columns][V] shared array.
+  HIPGRAD_DEVICE int lane_slot(int lane_index, int j) const {
+    return (lane_index * map.columns_per_block + column_in_block) * V + j;
+  }
 };
 
 /// Calls f(offset_x, offset_other) for every position of a planes tile handled by this thread,
