@@ -85,7 +85,6 @@ class Backward {
  private:
   static constexpr int kThreads = detail::kBlockThreads;
   static constexpr int kGroupThreads = 128;
-  static constexpr int kV = kVector16<T>;
 
   using Plan = detail::Plan;
   struct Buffers {
@@ -119,7 +118,7 @@ class Backward {
   static Buffers carve(const Plan& pl, const BackwardProblem& p, detail::WorkspaceCarver& carver) {
     const std::size_t nc = static_cast<std::size_t>(p.x.n() * p.x.c());
     Buffers b;
-    b.partials = carver.take<detail::GradientSums>(nc * static_cast<std::size_t>(pl.geometry.tiles_per_sample_channel));
+    b.partials = carver.take<detail::GradientSums>(static_cast<std::size_t>(pl.tiles));
     b.totals = carver.take<detail::GradientSums>(nc);
     b.coefficients = carver.take<detail::DataGradient>(nc);
     return b;
@@ -127,49 +126,57 @@ class Backward {
 
   template <Activation kAct>
   static Status run_as(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
-    using namespace detail;
-    const DeviceStrides xs = device_strides(p.x), dys = device_strides(p.dy), dxs = device_strides(p.dx);
-    const unsigned blocks = static_cast<unsigned>(pl.blocks);
-    const Geometry& g = pl.geometry;
-    const float sb = p.swish_beta;
-    if (pl.path == Path::kChannelsLast) {
-      if (pl.vector == kV)
-        backward_sums_channels_last<T, TParam, kThreads, kV, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
-      else
-        backward_sums_channels_last<T, TParam, kThreads, 1, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
-    } else if (pl.path == Path::kPlanesPacked) {
-      if (pl.vector == kV)
-        backward_sums_planes<T, TParam, kThreads, kV, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
-      else
-        backward_sums_planes<T, TParam, kThreads, 1, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
-    } else {
-      backward_sums_planes<T, TParam, kThreads, 1, false, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.partials);
-    }
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_sums");
-    backward_group_coefficients<TParam, kGroupThreads><<<static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream>>>(
-        b.partials, g, a.rstd, a.gamma, b.totals, a.dx ? b.coefficients : nullptr);
+    HIPGRAD_RETURN_IF_ERROR(launch_sums<kAct>(pl, p, a, b, stream));
+    const detail::Geometry& g = pl.geometry;
+    detail::backward_group_coefficients<TParam, kGroupThreads>
+        <<<static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream>>>(b.partials, g, a.rstd, a.gamma, b.totals,
+                                                                                    a.dx ? b.coefficients : nullptr);
     HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_group_coefficients");
     if (a.dgamma) {
-      const unsigned threads = 256, gb = static_cast<unsigned>((p.x.c() + threads - 1) / threads);
-      backward_gamma_beta<TParam><<<gb, threads, 0, stream>>>(b.totals, g, a.rstd, a.dgamma, a.dbeta);
+      const unsigned threads = 256, blocks = static_cast<unsigned>((p.x.c() + threads - 1) / threads);
+      detail::backward_gamma_beta<TParam><<<blocks, threads, 0, stream>>>(b.totals, g, a.rstd, a.dgamma, a.dbeta);
       HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_gamma_beta");
     }
-    if (!a.dx) return Status::ok();
-    if (pl.path == Path::kChannelsLast) {
-      if (pl.vector == kV)
-        backward_data_channels_last<T, TParam, kThreads, kV, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, a.dx, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
-      else
-        backward_data_channels_last<T, TParam, kThreads, 1, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, a.x, a.dx, xs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
-    } else if (pl.path == Path::kPlanesPacked) {
-      if (pl.vector == kV)
-        backward_data_planes<T, TParam, kThreads, kV, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
-      else
-        backward_data_planes<T, TParam, kThreads, 1, true, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
-    } else {
-      backward_data_planes<T, TParam, kThreads, 1, false, kAct><<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, g, a.mean, a.rstd, a.gamma, a.beta, sb, b.coefficients);
-    }
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_data");
-    return Status::ok();
+    return a.dx ? launch_data<kAct>(pl, p, a, b, stream) : Status::ok();
+  }
+
+  template <Activation kAct>
+  static Status launch_sums(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+    const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy);
+    return detail::visit_walk<T>(pl, [&](auto walk) {
+      using W = decltype(walk);
+      const unsigned blocks = static_cast<unsigned>(pl.blocks);
+      if constexpr (W::kChannelsLast) {
+        detail::backward_sums_channels_last<T, TParam, kThreads, W::kVector, kAct><<<blocks, kThreads, 0, stream>>>(
+            a.dy, a.x, xs, pl.geometry, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, b.partials);
+      } else {
+        detail::backward_sums_planes<T, TParam, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>
+            <<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, pl.geometry, pl.tiles, a.mean, a.rstd, a.gamma, a.beta,
+                                              p.swish_beta, b.partials);
+      }
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_sums");
+      return Status::ok();
+    });
+  }
+
+  template <Activation kAct>
+  static Status launch_data(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+    const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
+                                dxs = detail::device_strides(p.dx);
+    return detail::visit_walk<T>(pl, [&](auto walk) {
+      using W = decltype(walk);
+      const unsigned blocks = static_cast<unsigned>(pl.blocks);
+      if constexpr (W::kChannelsLast) {
+        detail::backward_data_channels_last<T, TParam, kThreads, W::kVector, kAct><<<blocks, kThreads, 0, stream>>>(
+            a.dy, a.x, a.dx, xs, pl.geometry, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, b.coefficients);
+      } else {
+        detail::backward_data_planes<T, TParam, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>
+            <<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, pl.tiles, a.mean, a.rstd,
+                                              a.gamma, a.beta, p.swish_beta, b.coefficients);
+      }
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_data");
+      return Status::ok();
+    });
   }
 };
 

@@ -82,7 +82,6 @@ class Forward {
  private:
   static constexpr int kThreads = detail::kBlockThreads;
   static constexpr int kStatThreads = 128;
-  static constexpr int kV = kVector16<T>;
 
   using Plan = detail::Plan;
   struct Buffers {
@@ -96,30 +95,26 @@ class Forward {
 
   static Buffers carve(const Plan& pl, const ForwardProblem& p, detail::WorkspaceCarver& carver) {
     Buffers b;
-    b.partials = carver.take<detail::Moments>(static_cast<std::size_t>(p.x.n() * p.x.c() * pl.geometry.tiles_per_sample_channel));
+    b.partials = carver.take<detail::Moments>(static_cast<std::size_t>(pl.tiles));
     b.affine = carver.take<detail::Affine>(static_cast<std::size_t>(p.x.n() * p.x.c()));
     return b;
   }
 
   static Status launch_moments(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
-    using namespace detail;
-    const DeviceStrides xs = device_strides(p.x);
-    const unsigned blocks = static_cast<unsigned>(pl.blocks);
-    if (pl.path == Path::kChannelsLast) {
-      if (pl.vector == kV)
-        forward_moments_channels_last<T, kThreads, kV><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
-      else
-        forward_moments_channels_last<T, kThreads, 1><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
-    } else if (pl.path == Path::kPlanesPacked) {
-      if (pl.vector == kV)
-        forward_moments_planes<T, kThreads, kV, true><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
-      else
-        forward_moments_planes<T, kThreads, 1, true><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
-    } else {
-      forward_moments_planes<T, kThreads, 1, false><<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
-    }
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_moments");
-    return Status::ok();
+    const detail::DeviceStrides xs = detail::device_strides(p.x);
+    return detail::visit_walk<T>(pl, [&](auto walk) {
+      using W = decltype(walk);
+      const unsigned blocks = static_cast<unsigned>(pl.blocks);
+      if constexpr (W::kChannelsLast) {
+        detail::forward_moments_channels_last<T, kThreads, W::kVector><<<blocks, kThreads, 0, stream>>>(
+            a.x, xs, pl.geometry, b.partials);
+      } else {
+        detail::forward_moments_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads>
+            <<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, pl.tiles, b.partials);
+      }
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_moments");
+      return Status::ok();
+    });
   }
 
   static Status launch_apply(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
@@ -129,25 +124,20 @@ class Forward {
 
   template <Activation kAct>
   static Status launch_apply_as(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
-    using namespace detail;
-    const DeviceStrides xs = device_strides(p.x), ys = device_strides(p.y);
-    const unsigned blocks = static_cast<unsigned>(pl.blocks);
-    const float sb = p.swish_beta;
-    if (pl.path == Path::kChannelsLast) {
-      if (pl.vector == kV)
-        forward_apply_channels_last<T, kThreads, kV, kAct><<<blocks, kThreads, 0, stream>>>(a.x, a.y, xs, pl.geometry, b.affine, sb);
-      else
-        forward_apply_channels_last<T, kThreads, 1, kAct><<<blocks, kThreads, 0, stream>>>(a.x, a.y, xs, pl.geometry, b.affine, sb);
-    } else if (pl.path == Path::kPlanesPacked) {
-      if (pl.vector == kV)
-        forward_apply_planes<T, kThreads, kV, true, kAct><<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, b.affine, sb);
-      else
-        forward_apply_planes<T, kThreads, 1, true, kAct><<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, b.affine, sb);
-    } else {
-      forward_apply_planes<T, kThreads, 1, false, kAct><<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, b.affine, sb);
-    }
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_apply");
-    return Status::ok();
+    const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
+    return detail::visit_walk<T>(pl, [&](auto walk) {
+      using W = decltype(walk);
+      const unsigned blocks = static_cast<unsigned>(pl.blocks);
+      if constexpr (W::kChannelsLast) {
+        detail::forward_apply_channels_last<T, kThreads, W::kVector, kAct><<<blocks, kThreads, 0, stream>>>(
+            a.x, a.y, xs, pl.geometry, b.affine, p.swish_beta);
+      } else {
+        detail::forward_apply_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>
+            <<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, pl.tiles, b.affine, p.swish_beta);
+      }
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_apply");
+      return Status::ok();
+    });
   }
 };
 

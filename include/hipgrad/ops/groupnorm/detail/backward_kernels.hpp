@@ -44,7 +44,7 @@ template <Activation kActivation>
 HIPGRAD_DEVICE HIPGRAD_INLINE float activation_gradient(float dy, float x, const ChannelState& s, float swish_beta) {
   if constexpr (kActivation == Activation::kSwish) {
     const float z = s.z_scale * x + s.z_shift;
-    const float sig = 1.0f / (1.0f + __expf(-swish_beta * z));
+    const float sig = __fdividef(1.0f, 1.0f + __expf(-swish_beta * z));  // fast, as in activate()
     return dy * (sig + swish_beta * z * sig * (1.0f - sig));
   } else {
     return dy;
@@ -60,33 +60,38 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void accumulate(GradientSums& sums, float dy, floa
 
 // ---- sums ----------------------------------------------------------------------------------------
 
-template <typename T, typename TParam, int kThreads, int V, bool kPacked, Activation kActivation>
+template <typename T, typename TParam, int kThreads, int V, bool kPacked, int kPlaneThreads, Activation kActivation>
 __global__ void __launch_bounds__(kThreads)
     backward_sums_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs, Geometry g,
-                         const float* __restrict__ mean, const float* __restrict__ rstd, const TParam* __restrict__ gamma,
-                         const TParam* __restrict__ beta, float swish_beta, GradientSums* __restrict__ partials) {
-  const PlaneTile t = PlaneTile::at(g, blockIdx.x);
+                         Index total_tiles, const float* __restrict__ mean, const float* __restrict__ rstd,
+                         const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
+                         GradientSums* __restrict__ partials) {
+  using Walker = PlaneWalker<kThreads, kPlaneThreads>;
+  using Reduce = TileReduce<GradientSums, kThreads, kPlaneThreads>;
+  __shared__ typename Reduce::TempStorage storage;
+  const Walker w(total_tiles, /*reverse=*/false);
+  if (!w.valid) return;  // whole warps only: never a block barrier (see PlaneWalker)
+  const PlaneTile t = PlaneTile::at(g, w.tile);
   const ChannelState s = channel_state(g, t.n, t.c, mean, rstd, gamma, beta);
   GradientSums sums{{0.0f, 0.0f}};
   if constexpr (kPacked) {
     const T* xp = x + t.n * xs.n + t.c * xs.c;
     const T* dyp = dy + t.n * dys.n + t.c * dys.c;
     const Index vector_end = t.begin + (t.end - t.begin) / V * V;
-    for (Index i = t.begin + threadIdx.x * V; i < vector_end; i += kThreads * V) {
+    for (Index i = t.begin + w.thread * V; i < vector_end; i += kPlaneThreads * V) {
       const Vector<T, V> xv = load_vector<V>(xp + i), dv = load_vector<V>(dyp + i);
       HIPGRAD_UNROLL
       for (int j = 0; j < V; ++j) accumulate<kActivation>(sums, type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, swish_beta);
     }
-    for (Index i = vector_end + threadIdx.x; i < t.end; i += kThreads)
+    for (Index i = vector_end + w.thread; i < t.end; i += kPlaneThreads)
       accumulate<kActivation>(sums, type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, swish_beta);
   } else {
-    for_each_strided<kThreads>(g, t, xs, dys, [&](Index ox, Index od) {
-      accumulate<kActivation>(sums, type_convert<float>(dy[od]), type_convert<float>(x[ox]), s, swish_beta);
-    });
+    for (Index i = t.begin + w.thread; i < t.end; i += kPlaneThreads)
+      accumulate<kActivation>(sums, type_convert<float>(dy[g.offset(dys, t.n, t.c, i)]),
+                              type_convert<float>(x[g.offset(xs, t.n, t.c, i)]), s, swish_beta);
   }
-  __shared__ typename BlockReduce<GradientSums, kThreads>::TempStorage storage;
-  const GradientSums tile = BlockReduce<GradientSums, kThreads>(storage).sum(sums);
-  if (threadIdx.x == 0) partials[blockIdx.x] = tile;
+  const GradientSums tile = Reduce::reduce(storage, w.walker(), sums, SumOp{});
+  if (w.thread == 0) partials[w.tile] = tile;
 }
 
 template <typename T, typename TParam, int kThreads, int V, Activation kActivation>
@@ -189,14 +194,15 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float data_gradient(float dy, float x, const Chann
   return d.p * dz + d.q * (x - s.mean) + d.r;
 }
 
-template <typename T, typename TParam, int kThreads, int V, bool kPacked, Activation kActivation>
+template <typename T, typename TParam, int kThreads, int V, bool kPacked, int kPlaneThreads, Activation kActivation>
 __global__ void __launch_bounds__(kThreads)
     backward_data_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
-                         T* __restrict__ dx, DeviceStrides dxs, Geometry g, const float* __restrict__ mean,
-                         const float* __restrict__ rstd, const TParam* __restrict__ gamma, const TParam* __restrict__ beta,
-                         float swish_beta, const DataGradient* __restrict__ coefficients) {
-  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;  // reverse order: reuse what L2 still holds
-  const PlaneTile t = PlaneTile::at(g, tile);
+                         T* __restrict__ dx, DeviceStrides dxs, Geometry g, Index total_tiles,
+                         const float* __restrict__ mean, const float* __restrict__ rstd, const TParam* __restrict__ gamma,
+                         const TParam* __restrict__ beta, float swish_beta, const DataGradient* __restrict__ coefficients) {
+  const PlaneWalker<kThreads, kPlaneThreads> w(total_tiles, /*reverse=*/true);  // reuse what L2 still holds
+  if (!w.valid) return;
+  const PlaneTile t = PlaneTile::at(g, w.tile);
   const ChannelState s = channel_state(g, t.n, t.c, mean, rstd, gamma, beta);
   const DataGradient d = coefficients[t.n * g.c + t.c];
   if constexpr (kPacked) {
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* dyp = dy + t.n * dys.n + t.c * dys.c;
     T* dxp = dx + t.n * dxs.n + t.c * dxs.c;
     const Index vector_end = t.begin + (t.end - t.begin) / V * V;
-    for (Index i = t.begin + threadIdx.x * V; i < vector_end; i += kThreads * V) {
+    for (Index i = t.begin + w.thread * V; i < vector_end; i += kPlaneThreads * V) {
       const Vector<T, V> xv = load_vector<V>(xp + i), dv = load_vector<V>(dyp + i);
       Vector<T, V> out;
       HIPGRAD_UNROLL
@@ -212,10 +218,10 @@ __global__ void __launch_bounds__(kThreads)
         out[j] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, d, swish_beta));
       store_vector<V>(dxp + i, out);
     }
-    for (Index i = vector_end + threadIdx.x; i < t.end; i += kThreads)
+    for (Index i = vector_end + w.thread; i < t.end; i += kPlaneThreads)
       dxp[i] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, d, swish_beta));
   } else {
-    for (Index i = t.begin + threadIdx.x; i < t.end; i += kThreads) {
+    for (Index i = t.begin + w.thread; i < t.end; i += kPlaneThreads) {
       const float xv = type_convert<float>(x[g.offset(xs, t.n, t.c, i)]);
       const float dv = type_convert<float>(dy[g.offset(dys, t.n, t.c, i)]);
       dx[g.offset(dxs, t.n, t.c, i)] = type_convert<T>(data_gradient<kActivation>(dv, xv, s, d, swish_beta));

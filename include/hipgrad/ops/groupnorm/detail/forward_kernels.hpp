@@ -44,7 +44,9 @@ struct Affine {
 template <Activation kActivation>
 HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
   if constexpr (kActivation == Activation::kSwish) {
-    return z / (1.0f + __expf(-swish_beta * z));
+    // Fast exp and division (a few ulp): far below what fp16/bf16 outputs keep, and within fp32's
+    // test tolerance; the IEEE division would make this pass compute-bound.
+    return __fdividef(z, 1.0f + __expf(-swish_beta * z));
   } else {
     return z;
   }
@@ -52,30 +54,35 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
 
 // ---- moments -----------------------------------------------------------------------------------
 
-/// Planes: one block per (n, c, spatial tile). kPacked: the plane is contiguous, and with V > 1
-/// its start and the tile boundaries are V-aligned.
-template <typename T, int kThreads, int V, bool kPacked>
+/// Planes: a block (or, for small planes, each warp of it) per (n, c, spatial tile). kPacked:
+/// the plane is contiguous, and with V > 1 its start and the tile boundaries are V-aligned.
+template <typename T, int kThreads, int V, bool kPacked, int kPlaneThreads>
 __global__ void __launch_bounds__(kThreads)
-    forward_moments_planes(const T* __restrict__ x, DeviceStrides xs, Geometry g, Moments* __restrict__ partials) {
-  const PlaneTile t = PlaneTile::at(g, blockIdx.x);
+    forward_moments_planes(const T* __restrict__ x, DeviceStrides xs, Geometry g, Index total_tiles,
+                           Moments* __restrict__ partials) {
+  using Walker = PlaneWalker<kThreads, kPlaneThreads>;
+  using Reduce = TileReduce<Moments, kThreads, kPlaneThreads>;
+  __shared__ typename Reduce::TempStorage storage;
+  const Walker w(total_tiles, /*reverse=*/false);
+  if (!w.valid) return;  // whole warps only: never a block barrier (see PlaneWalker)
+  const PlaneTile t = PlaneTile::at(g, w.tile);
   ShiftedSums sums;
   if constexpr (kPacked) {
     const T* plane = x + t.n * xs.n + t.c * xs.c;
     sums.shift = type_convert<float>(plane[t.begin]);
     const Index vector_end = t.begin + (t.end - t.begin) / V * V;
-    for (Index s = t.begin + threadIdx.x * V; s < vector_end; s += kThreads * V) {
+    for (Index s = t.begin + w.thread * V; s < vector_end; s += kPlaneThreads * V) {
       const Vector<T, V> v = load_vector<V>(plane + s);
       HIPGRAD_UNROLL
       for (int i = 0; i < V; ++i) sums.add(type_convert<float>(v[i]));
     }
-    for (Index s = vector_end + threadIdx.x; s < t.end; s += kThreads) sums.add(type_convert<float>(plane[s]));
+    for (Index s = vector_end + w.thread; s < t.end; s += kPlaneThreads) sums.add(type_convert<float>(plane[s]));
   } else {
     sums.shift = type_convert<float>(x[g.offset(xs, t.n, t.c, t.begin)]);
-    for_each_strided<kThreads>(g, t, xs, xs, [&](Index o, Index) { sums.add(type_convert<float>(x[o])); });
+    for (Index s = t.begin + w.thread; s < t.end; s += kPlaneThreads) sums.add(type_convert<float>(x[g.offset(xs, t.n, t.c, s)]));
   }
-  __shared__ typename BlockWelford<float, kThreads>::TempStorage storage;
-  const Moments tile = BlockWelford<float, kThreads>(storage).reduce(sums.moments(), WelfordMergeOp{});
-  if (threadIdx.x == 0) partials[blockIdx.x] = tile;
+  const Moments tile = Reduce::reduce(storage, w.walker(), sums.moments(), WelfordMergeOp{});
+  if (w.thread == 0) partials[w.tile] = tile;
 }
 
 /// Channels last: one block per (n, column tile, spatial tile); each thread owns V adjacent
@@ -146,28 +153,30 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Planes. Tiles are visited in the reverse order of the moments pass, so that the first tiles
 /// read are the last ones that pass left in L2.
-template <typename T, int kThreads, int V, bool kPacked, Activation kActivation>
+template <typename T, int kThreads, int V, bool kPacked, int kPlaneThreads, Activation kActivation>
 __global__ void __launch_bounds__(kThreads)
     forward_apply_planes(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
-                         const Affine* __restrict__ affine, float swish_beta) {
-  const Index tile = static_cast<Index>(gridDim.x) - 1 - blockIdx.x;
-  const PlaneTile t = PlaneTile::at(g, tile);
+                         Index total_tiles, const Affine* __restrict__ affine, float swish_beta) {
+  const PlaneWalker<kThreads, kPlaneThreads> w(total_tiles, /*reverse=*/true);
+  if (!w.valid) return;
+  const PlaneTile t = PlaneTile::at(g, w.tile);
   const Affine a = affine[t.n * g.c + t.c];
   auto normalise = [&](T value) { return type_convert<T>(activate<kActivation>(a.scale * type_convert<float>(value) + a.shift, swish_beta)); };
   if constexpr (kPacked) {
     const T* in = x + t.n * xs.n + t.c * xs.c;
     T* out = y + t.n * ys.n + t.c * ys.c;
     const Index vector_end = t.begin + (t.end - t.begin) / V * V;
-    for (Index s = t.begin + threadIdx.x * V; s < vector_end; s += kThreads * V) {
+    for (Index s = t.begin + w.thread * V; s < vector_end; s += kPlaneThreads * V) {
       const Vector<T, V> v = load_vector<V>(in + s);
       Vector<T, V> r;
       HIPGRAD_UNROLL
       for (int i = 0; i < V; ++i) r[i] = normalise(v[i]);
       store_vector<V>(out + s, r);
     }
-    for (Index s = vector_end + threadIdx.x; s < t.end; s += kThreads) out[s] = normalise(in[s]);
+    for (Index s = vector_end + w.thread; s < t.end; s += kPlaneThreads) out[s] = normalise(in[s]);
   } else {
-    for_each_strided<kThreads>(g, t, xs, ys, [&](Index ox, Index oy) { y[oy] = normalise(x[ox]); });
+    for (Index s = t.begin + w.thread; s < t.end; s += kPlaneThreads)
+      y[g.offset(ys, t.n, t.c, s)] = normalise(x[g.offset(xs, t.n, t.c, s)]);
   }
 }
 

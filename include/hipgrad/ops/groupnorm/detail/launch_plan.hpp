@@ -86,9 +86,15 @@ inline Index choose_tile(Path path, const TensorShape& x, int granule, Index blo
 struct Plan {
   Path path;
   int vector;
+  int plane_threads;  ///< planes paths: threads per tile (the block, or a warp for small planes)
   Geometry geometry;
-  Index blocks;
+  Index tiles;        ///< planes paths: N·C·tiles per plane
+  Index blocks;       ///< of the tile-walking launches
 };
+
+/// Planes up to this many positions are walked by one warp each (8 per block).
+inline constexpr Index kSmallPlane = 2048;
+inline constexpr int kSmallPlaneThreads = 32;
 
 /// The plan for x and the `others` tensors that share its walk, with `pointers` to check for
 /// vector alignment (none: assume aligned, for sizing).
@@ -103,16 +109,50 @@ Plan make_plan(const TensorShape& x, Index groups, const TensorShape* others, in
   // choose_tile), so channels-last tiles are sized for the widest vector.
   const ColumnMapping<kBlockThreads, kV> widest(x.c());
   const Index block_channels = static_cast<Index>(widest.columns_per_block) * kV;
-  pl.geometry = make_geometry(x, groups, choose_tile(pl.path, x, kV, block_channels, widest.column_tiles()));
-  const Index tiles = pl.geometry.tiles_per_sample_channel;
+  const bool small_planes = pl.path == Path::kPlanesPacked && x.spatial_size() <= kSmallPlane;
+  pl.plane_threads = small_planes ? kSmallPlaneThreads : kBlockThreads;
+  const Index tile = small_planes ? x.spatial_size() : choose_tile(pl.path, x, kV, block_channels, widest.column_tiles());
+  pl.geometry = make_geometry(x, groups, tile);
+  pl.tiles = x.n() * x.c() * pl.geometry.tiles_per_sample_channel;
   if (pl.path == Path::kChannelsLast) {
     const Index column_tiles =
         pl.vector == kV ? widest.column_tiles() : ColumnMapping<kBlockThreads, 1>(x.c()).column_tiles();
-    pl.blocks = x.n() * column_tiles * tiles;
+    pl.blocks = x.n() * column_tiles * pl.geometry.tiles_per_sample_channel;
   } else {
-    pl.blocks = x.n() * x.c() * tiles;
+    const Index tiles_per_block = kBlockThreads / pl.plane_threads;
+    pl.blocks = (pl.tiles + tiles_per_block - 1) / tiles_per_block;
   }
   return pl;
+}
+
+/// Walk tags: which kernel instantiation a plan calls for (visit_walk passes one to a launcher).
+template <int V>
+struct ChannelsLastWalk {
+  static constexpr bool kChannelsLast = true;
+  static constexpr int kVector = V;
+};
+template <int V, bool Packed, int PlaneThreads>
+struct PlanesWalk {
+  static constexpr bool kChannelsLast = false;
+  static constexpr int kVector = V;
+  static constexpr bool kPacked = Packed;
+  static constexpr int kPlaneThreads = PlaneThreads;
+};
+
+/// Calls launch(walk) with the walk tag of `pl`; returns its Status.
+template <typename T, typename Launch>
+Status visit_walk(const Plan& pl, Launch&& launch) {
+  constexpr int kV = kVector16<T>;
+  const bool wide = pl.vector == kV;
+  switch (pl.path) {
+    case Path::kChannelsLast: return wide ? launch(ChannelsLastWalk<kV>{}) : launch(ChannelsLastWalk<1>{});
+    case Path::kPlanesStrided: return launch(PlanesWalk<1, false, kBlockThreads>{});
+    case Path::kPlanesPacked: break;
+  }
+  if (pl.plane_threads == kSmallPlaneThreads) {
+    return wide ? launch(PlanesWalk<kV, true, kSmallPlaneThreads>{}) : launch(PlanesWalk<1, true, kSmallPlaneThreads>{});
+  }
+  return wide ? launch(PlanesWalk<kV, true, kBlockThreads>{}) : launch(PlanesWalk<1, true, kBlockThreads>{});
 }
 
 /// Bump allocation inside the caller's workspace, 256-byte aligned.

@@ -12,6 +12,8 @@
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
+#include "hipgrad/primitives/block_reduce.hpp"
+#include "hipgrad/primitives/warp_reduce.hpp"
 
 namespace hipgrad::groupnorm::detail {
 
@@ -28,6 +30,40 @@ struct PlaneTile {
     t.begin = k * g.tile_spatial;
     t.end = t.begin + g.tile_spatial < g.spatial ? t.begin + g.tile_spatial : g.spatial;
     return t;
+  }
+};
+
+/// Which planes tile this thread works on, and its rank among the tile's threads. A tile is
+/// walked by the whole block, or, for small planes, by kPlaneThreads threads (a warp), so that a
+/// block walks kThreads / kPlaneThreads tiles at once instead of idling most of its threads.
+/// `reverse` visits blocks last to first (the apply passes: see forward_apply_planes).
+template <int kThreads, int kPlaneThreads>
+struct PlaneWalker {
+  static_assert(kThreads % kPlaneThreads == 0, "a block must hold whole tile walkers");
+  static constexpr int kTilesPerBlock = kThreads / kPlaneThreads;
+  Index tile;
+  int thread;  ///< 0 .. kPlaneThreads - 1
+  bool valid;  ///< false for the walkers of the last block that have no tile (whole warps)
+
+  HIPGRAD_DEVICE PlaneWalker(Index total_tiles, bool reverse) {
+    const Index block = reverse ? static_cast<Index>(gridDim.x) - 1 - blockIdx.x : static_cast<Index>(blockIdx.x);
+    tile = block * kTilesPerBlock + threadIdx.x / kPlaneThreads;
+    thread = static_cast<int>(threadIdx.x % kPlaneThreads);
+    valid = tile < total_tiles;
+  }
+  HIPGRAD_DEVICE int walker() const { return static_cast<int>(threadIdx.x / kPlaneThreads); }
+};
+
+/// Reduction over the threads of one planes tile: the block's, or a logical warp's.
+template <typename State, int kThreads, int kPlaneThreads>
+struct TileReduce {
+  using Impl = std::conditional_t<kPlaneThreads == kThreads, BlockReduce<State, kThreads>, WarpReduce<State, kPlaneThreads>>;
+  using TempStorage = typename Impl::TempStorage[PlaneWalker<kThreads, kPlaneThreads>::kTilesPerBlock];
+
+  /// The reduction, valid in the tile's thread 0. Every thread of a valid walker must call.
+  template <typename Op>
+  HIPGRAD_DEVICE static State reduce(TempStorage& storage, int walker, const State& value, Op op) {
+    return Impl(storage[walker]).reduce(value, op);
   }
 };
 
@@ -76,13 +112,5 @@ struct ColumnTile {
     return (lane_index * map.columns_per_block + column_in_block) * V + j;
   }
 };
-
-/// Calls f(offset_x, offset_other) for every position of a planes tile handled by this thread,
-/// scalar path (any strides): `other` is a second tensor with its own strides (y, dy or dx).
-template <int kThreads, typename F>
-HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_strided(const Geometry& g, const PlaneTile& t, const DeviceStrides& a,
-                                                    const DeviceStrides& b, F&& f) {
-  for (Index s = t.begin + threadIdx.x; s < t.end; s += kThreads) f(g.offset(a, t.n, t.c, s), g.offset(b, t.n, t.c, s));
-}
 
 }  // namespace hipgrad::groupnorm::detail
