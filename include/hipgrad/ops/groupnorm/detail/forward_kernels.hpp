@@ -2,11 +2,13 @@
 /// @brief GroupNorm forward in three launches: per-(n, c, tile) Welford moments, per-group merge
 ///        into mean/rstd and per-(n, c) scale/shift, then y = act(scale·x + shift).
 ///
-/// Moments are summed per thread around a shift (the tile's first value), which keeps the
-/// fp32 sums free of the cancellation of E[x²] − E[x]²; states of threads, tiles and channels
-/// are then merged with Chan's formula in a fixed order, so results are bitwise reproducible.
+/// Within a tile, values are summed around a shift (the tile's first value), which keeps the
+/// fp32 sums free of the cancellation of E[x²] − E[x]² and lets threads combine by addition;
+/// the states of tiles and channels are merged with Chan's formula. Every order is fixed, so
+/// results are bitwise reproducible.
 #pragma once
 
+#include "hipgrad/core/array.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
@@ -18,21 +20,25 @@ namespace hipgrad::groupnorm::detail {
 
 using Moments = WelfordState<float>;
 
-/// Per-thread moments of values taken around `shift`.
+/// Sums of values taken around a `shift` shared by every thread of a tile (its first value), so
+/// that the sums of a tile's threads simply add up, and the fp32 sums stay free of the
+/// cancellation of E[x²] − E[x]² as long as the shift is within a few σ of the mean.
 struct ShiftedSums {
-  float shift = 0.0f, sum = 0.0f, sum_squares = 0.0f, count = 0.0f;
+  float shift = 0.0f;
+  Array<float, 3> sums{{0.0f, 0.0f, 0.0f}};  ///< Σ(x − shift), Σ(x − shift)², count
 
   HIPGRAD_DEVICE HIPGRAD_INLINE void add(float value) {
     const float d = value - shift;
-    sum += d;
-    sum_squares += d * d;
-    count += 1.0f;
+    sums[0] += d;
+    sums[1] += d * d;
+    sums[2] += 1.0f;
   }
-  HIPGRAD_DEVICE HIPGRAD_INLINE Moments moments() const {
-    if (count == 0.0f) return Moments::empty();
-    const float mean_offset = sum / count;
-    const float m2 = sum_squares - sum * mean_offset;
-    return Moments::of_chunk(shift + mean_offset, m2 > 0.0f ? m2 : 0.0f, count);
+  /// Welford moments of summed values (sums of several threads added together).
+  HIPGRAD_DEVICE static HIPGRAD_INLINE Moments moments(float shift, const Array<float, 3>& s) {
+    if (s[2] == 0.0f) return Moments::empty();
+    const float mean_offset = s[0] / s[2];
+    const float m2 = s[1] - s[0] * mean_offset;
+    return Moments::of_chunk(shift + mean_offset, m2 > 0.0f ? m2 : 0.0f, s[2]);
   }
 };
 
@@ -61,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
     forward_moments_planes(const T* __restrict__ x, DeviceStrides xs, Geometry g, Index total_tiles,
                            Moments* __restrict__ partials) {
   using Walker = PlaneWalker<kThreads, kPlaneThreads>;
-  using Reduce = TileReduce<Moments, kThreads, kPlaneThreads>;
+  using Reduce = TileReduce<Array<float, 3>, kThreads, kPlaneThreads>;
   __shared__ typename Reduce::TempStorage storage;
   const Walker w(total_tiles, /*reverse=*/false);
   if (!w.valid) return;  // whole warps only: never a block barrier (see PlaneWalker)
@@ -81,8 +87,8 @@ __global__ void __launch_bounds__(kThreads)
     sums.shift = type_convert<float>(x[g.offset(xs, t.n, t.c, t.begin)]);
     for (Index s = t.begin + w.thread; s < t.end; s += kPlaneThreads) sums.add(type_convert<float>(x[g.offset(xs, t.n, t.c, s)]));
   }
-  const Moments tile = Reduce::reduce(storage, w.walker(), sums.moments(), WelfordMergeOp{});
-  if (w.thread == 0) partials[w.tile] = tile;
+  const Array<float, 3> tile = Reduce::reduce(storage, w.walker(), sums.sums, SumOp{});
+  if (w.thread == 0) partials[w.tile] = ShiftedSums::moments(sums.shift, tile);
 }
 
 /// Channels last: one block per (n, column tile, spatial tile); each thread owns V adjacent
@@ -105,18 +111,19 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < V; ++i) sums[i].add(type_convert<float>(v[i]));
     }
   }
-  __shared__ Moments lanes[kThreads * V];
+  // Every lane of a column shares the column's shifts, so lanes combine by plain addition.
+  __shared__ Array<float, 3> lanes[kThreads * V];
   if (t.active) {
     HIPGRAD_UNROLL
-    for (int i = 0; i < V; ++i) lanes[t.lane_slot(t.lane, i)] = sums[i].moments();
+    for (int i = 0; i < V; ++i) lanes[t.lane_slot(t.lane, i)] = sums[i].sums;
   }
   block_sync();
   if (t.active && t.lane == 0) {
     HIPGRAD_UNROLL
     for (int i = 0; i < V; ++i) {
-      Moments merged = lanes[t.lane_slot(0, i)];
-      for (int l = 1; l < t.map.row_lanes; ++l) merged = welford_merge(merged, lanes[t.lane_slot(l, i)]);
-      partials[((t.n * g.c + t.column * V + i) * g.tiles_per_sample_channel) + t.k] = merged;
+      Array<float, 3> total = lanes[t.lane_slot(0, i)];
+      for (int l = 1; l < t.map.row_lanes; ++l) total = total + lanes[t.lane_slot(l, i)];
+      partials[((t.n * g.c + t.column * V + i) * g.tiles_per_sample_channel) + t.k] = ShiftedSums::moments(sums[i].shift, total);
     }
   }
 }
