@@ -19,6 +19,7 @@
 #include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/host/cli.hpp"
 #include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/device_fill.hpp"
 #include "hipgrad/host/gpu_detect.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
 #include "hipgrad/ops/groupnorm/forward.hpp"
@@ -51,26 +52,10 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-/// Deterministic values in [-1, 1) from a hash of (seed, index): never zeros, never the same
-/// pattern twice, cheap to make on the device.
-template <typename T>
-__global__ void fill_uniform_kernel(T* data, Index count, std::uint64_t seed) {
-  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<Index>(gridDim.x) * blockDim.x) {
-    std::uint64_t z = (static_cast<std::uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    data[i] = hipgrad::type_convert<T>(static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
-  }
-}
-
 template <typename T>
 Status random_buffer(DeviceBuffer<T>& b, std::size_t count, std::uint64_t seed) {
   HIPGRAD_RETURN_IF_ERROR(b.allocate(count));
-  fill_uniform_kernel<<<1024, 256>>>(b.data(), static_cast<Index>(count), seed);
-  HIPGRAD_RETURN_IF_LAUNCH_ERROR("fill_uniform_kernel");
-  return Status::ok();
+  return hipgrad::host::fill_uniform_on_device(b.data(), static_cast<Index>(count), seed);
 }
 
 struct Config {

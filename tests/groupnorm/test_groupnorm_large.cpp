@@ -15,6 +15,7 @@
 
 #include "common/gpu_test.hpp"
 #include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/device_fill.hpp"
 #include "hipgrad/host/parallel.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
 #include "hipgrad/ops/groupnorm/forward.hpp"
@@ -29,17 +30,6 @@ namespace gn = hipgrad::groupnorm;
 // [N, C, H, W] with N·C·H·W = 2,148,007,936 > 2^31.
 const std::vector<Index> kLengths = {2, 32, 8192, 4097};
 constexpr Index kGroups = 8;
-
-__global__ void hash_fill(half* data, Index count, unsigned seed) {
-  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<Index>(gridDim.x) * blockDim.x) {
-    unsigned z = static_cast<unsigned>(i) * 2654435761u ^ static_cast<unsigned>(i >> 32) * 40503u ^ seed;
-    z ^= z >> 15;
-    z *= 2246822519u;
-    z ^= z >> 13;
-    data[i] = half(static_cast<float>(z >> 8) * (2.0f / 16777216.0f) - 1.0f);
-  }
-}
 
 struct Host {
   std::vector<half> x, dy, out;
@@ -83,8 +73,8 @@ void run_case(bool channels_last) {
   ASSERT_TRUE(rstd.allocate(L.n * kGroups).is_ok());
   ASSERT_TRUE(gamma.copy_from_host(g.data(), L.c).is_ok());
   ASSERT_TRUE(beta.copy_from_host(b.data(), L.c).is_ok());
-  hash_fill<<<4096, 256>>>(x.data(), count, 1u);
-  hash_fill<<<4096, 256>>>(dy.data(), count, 2u);
+  ASSERT_TRUE(hipgrad::host::fill_uniform_on_device(x.data(), count, 1).is_ok());
+  ASSERT_TRUE(hipgrad::host::fill_uniform_on_device(dy.data(), count, 2).is_ok());
   ASSERT_TRUE(out.fill_bytes(0xff).is_ok());
 
   const auto fp = gn::ForwardProblem::packed(kLengths, kGroups, channels_last);

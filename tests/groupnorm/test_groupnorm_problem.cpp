@@ -137,6 +137,9 @@ TEST(GroupNormProblem, AliasingOutputsAreRejected) {
   auto a = forward_args();
   a.y = const_cast<hipgrad::half*>(a.x) + 7;  // overlapping x
   expect_invalid(Fwd::can_implement(p, a), "y overlaps x");
+  a = forward_args();
+  a.mean = reinterpret_cast<float*>(const_cast<hipgrad::half*>(a.x)) + 1;  // statistics written into x
+  expect_invalid(Fwd::can_implement(p, a), "mean overlaps x");
   auto q = p;
   q.y.strides[3] = 0;  // two elements of y at one address
   expect_invalid(Fwd::can_implement(q, forward_args()), "map two elements to one address");
@@ -147,7 +150,10 @@ TEST(GroupNormProblem, AliasingOutputsAreRejected) {
   expect_invalid(Bwd::can_implement(b, ba), "dx overlaps");
   ba = backward_args();
   ba.dbeta = ba.dgamma + 3;
-  expect_invalid(Bwd::can_implement(b, ba), "overlap");
+  expect_invalid(Bwd::can_implement(b, ba), "dbeta overlaps dgamma");
+  ba = backward_args();
+  ba.dgamma = const_cast<float*>(ba.gamma);  // dγ written over the γ still being read
+  expect_invalid(Bwd::can_implement(b, ba), "dgamma overlaps gamma");
 }
 
 TEST(GroupNormProblem, RunRejectsASmallWorkspace) {

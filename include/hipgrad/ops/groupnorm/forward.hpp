@@ -38,17 +38,8 @@ class Forward {
   };
 
   static Status can_implement(const ForwardProblem& p, const Args& a) {
-    HIPGRAD_RETURN_IF_ERROR(p.validate());
-    if (!a.x || !a.gamma || !a.beta || !a.y) return Status::invalid_argument("x, gamma, beta and y must not be null");
-    const std::size_t x_bytes = static_cast<std::size_t>(p.x.element_space()) * sizeof(T);
-    const std::size_t y_bytes = static_cast<std::size_t>(p.y.element_space()) * sizeof(T);
-    const std::size_t stats_bytes = static_cast<std::size_t>(p.x.n() * p.groups) * sizeof(float);
-    if (detail::ranges_overlap(a.y, y_bytes, a.x, x_bytes)) return Status::invalid_argument("y overlaps x");
-    if (detail::ranges_overlap(a.mean, stats_bytes, a.y, y_bytes) || detail::ranges_overlap(a.rstd, stats_bytes, a.y, y_bytes) ||
-        detail::ranges_overlap(a.mean, stats_bytes, a.rstd, stats_bytes)) {
-      return Status::invalid_argument("mean, rstd and y overlap");
-    }
-    return detail::check_grid(plan(p, a).blocks, "GroupNorm forward");
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
+    return detail::check_grid(plan(p, a), p.x.n() * p.groups, "GroupNorm forward");
   }
 
   static std::size_t workspace_size(const ForwardProblem& p) {
@@ -61,13 +52,14 @@ class Forward {
 
   static Status run(const ForwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
                     hipStream_t stream) {
-    HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward"));
     detail::WorkspaceCarver carver(workspace, workspace_bytes);
     const Buffers b = carve(pl, p, carver);
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
     HIPGRAD_RETURN_IF_ERROR(launch_moments(pl, p, a, b, stream));
-    detail::forward_group_statistics<TParam, kStatThreads><<<p.x.n() * p.groups, kStatThreads, 0, stream>>>(
+    detail::forward_group_statistics<TParam, kStatThreads><<<static_cast<unsigned>(p.x.n() * p.groups), kStatThreads, 0, stream>>>(
         b.partials, pl.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd, b.affine);
     HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_group_statistics");
     return launch_apply(pl, p, a, b, stream);
@@ -84,6 +76,18 @@ class Forward {
   static constexpr int kStatThreads = 128;
 
   using Plan = detail::Plan;
+
+  static Status check_arguments(const ForwardProblem& p, const Args& a) {
+    HIPGRAD_RETURN_IF_ERROR(p.validate());
+    if (!a.x || !a.gamma || !a.beta || !a.y) return Status::invalid_argument("x, gamma, beta and y must not be null");
+    const std::size_t stats = static_cast<std::size_t>(p.x.n() * p.groups) * sizeof(float);
+    const std::size_t params = static_cast<std::size_t>(p.x.c()) * sizeof(TParam);
+    const std::size_t x_bytes = static_cast<std::size_t>(p.x.element_space()) * sizeof(T);
+    const std::size_t y_bytes = static_cast<std::size_t>(p.y.element_space()) * sizeof(T);
+    const detail::MemoryRange outputs[] = {{a.y, y_bytes, "y"}, {a.mean, stats, "mean"}, {a.rstd, stats, "rstd"}};
+    const detail::MemoryRange inputs[] = {{a.x, x_bytes, "x"}, {a.gamma, params, "gamma"}, {a.beta, params, "beta"}};
+    return detail::check_outputs_disjoint(outputs, inputs);
+  }
   struct Buffers {
     detail::Moments* partials;
     detail::Affine* affine;

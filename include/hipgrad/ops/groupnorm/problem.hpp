@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -116,6 +117,32 @@ inline bool ranges_overlap(const void* a, std::size_t a_bytes, const void* b, st
   return pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
+/// A named span of memory an op reads or writes (null pointers are skipped).
+struct MemoryRange {
+  const void* pointer;
+  std::size_t bytes;
+  const char* name;
+};
+
+/// invalid_argument naming the first output that overlaps an input or another output: a kernel
+/// writing where it (or another block) still reads gives silently wrong results.
+/// (Arrays rather than initializer lists: nvcc's host pass misparses braced lists passed inline.)
+template <std::size_t kOutputs, std::size_t kInputs>
+Status check_outputs_disjoint(const MemoryRange (&outputs)[kOutputs], const MemoryRange (&inputs)[kInputs]) {
+  for (std::size_t o = 0; o < kOutputs; ++o) {
+    const MemoryRange& out = outputs[o];
+    for (std::size_t earlier = 0; earlier < o; ++earlier) {
+      if (ranges_overlap(out.pointer, out.bytes, outputs[earlier].pointer, outputs[earlier].bytes))
+        return Status::invalid_argument(std::string(out.name) + " overlaps " + outputs[earlier].name);
+    }
+    for (const MemoryRange& in : inputs) {
+      if (ranges_overlap(out.pointer, out.bytes, in.pointer, in.bytes))
+        return Status::invalid_argument(std::string(out.name) + " overlaps " + in.name);
+    }
+  }
+  return Status::ok();
+}
+
 inline Status validate_common(const TensorShape& x, Index groups) {
   if (x.rank < 2 || x.rank > kMaxRank) {
     return Status::invalid_argument("x: rank must be 2 to 5 ([N, C, spatial...]), got " + std::to_string(x.rank));
@@ -143,6 +170,11 @@ inline Status same_lengths(const TensorShape& x, const TensorShape& other, const
       return Status::invalid_argument(std::string(name) + " or x has a negative stride");
     }
   }
+  return Status::ok();
+}
+
+inline Status validate_activation(Activation activation, float swish_beta) {
+  if (activation == Activation::kSwish && !std::isfinite(swish_beta)) return Status::invalid_argument("swish beta must be finite");
   return Status::ok();
 }
 
@@ -174,10 +206,7 @@ struct ForwardProblem {
     if (!(epsilon > 0.0f) || !std::isfinite(epsilon)) {
       return Status::invalid_argument("epsilon must be positive and finite, got " + std::to_string(epsilon));
     }
-    if (activation == Activation::kSwish && !std::isfinite(swish_beta)) {
-      return Status::invalid_argument("swish beta must be finite");
-    }
-    return Status::ok();
+    return detail::validate_activation(activation, swish_beta);
   }
 };
 
@@ -197,10 +226,7 @@ struct BackwardProblem {
     HIPGRAD_RETURN_IF_ERROR(detail::same_lengths(x, dy, "dy"));
     HIPGRAD_RETURN_IF_ERROR(detail::same_lengths(x, dx, "dx"));
     HIPGRAD_RETURN_IF_ERROR(detail::writable(dx, "dx"));
-    if (activation == Activation::kSwish && !std::isfinite(swish_beta)) {
-      return Status::invalid_argument("swish beta must be finite");
-    }
-    return Status::ok();
+    return detail::validate_activation(activation, swish_beta);
   }
 };
 

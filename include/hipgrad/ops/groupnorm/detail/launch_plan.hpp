@@ -43,9 +43,9 @@ inline Path choose_path(const TensorShape& x, const TensorShape* others, int cou
 
 /// The widest vector (16 bytes, else scalar) that every pointer and the contiguous run allow.
 template <typename T>
-int choose_vector(Path path, const Geometry& g, std::initializer_list<const void*> pointers) {
+int choose_vector(Path path, const TensorShape& x, std::initializer_list<const void*> pointers) {
   constexpr int V = kVector16<T>;
-  const Index run = path == Path::kChannelsLast ? g.c : g.spatial;
+  const Index run = path == Path::kChannelsLast ? x.c() : x.spatial_size();
   if (path == Path::kPlanesStrided || run % V != 0) return 1;
   for (const void* p : pointers)
     if (p != nullptr && !is_vector_aligned<T, V>(p)) return 1;
@@ -104,7 +104,7 @@ Plan make_plan(const TensorShape& x, Index groups, const TensorShape* others, in
   constexpr int kV = kVector16<T>;
   Plan pl;
   pl.path = choose_path(x, others, count);
-  pl.vector = choose_vector<T>(pl.path, make_geometry(x, groups, 1), pointers);
+  pl.vector = choose_vector<T>(pl.path, x, pointers);
   // Column tiles depend on the vector width actually used; the tile count must not (see
   // choose_tile), so channels-last tiles are sized for the widest vector.
   const ColumnMapping<kBlockThreads, kV> widest(x.c());
@@ -181,8 +181,11 @@ inline Status check_workspace(std::size_t needed, const void* workspace, std::si
   return Status::ok();
 }
 
-inline Status check_grid(Index blocks, const char* what) {
-  if (blocks > 2147483647) return Status::not_supported(std::string(what) + ": more than 2^31 - 1 blocks");
+/// not_supported when a launch of the plan (or the per-group one, `group_blocks`) would need more
+/// blocks than a 1-D grid holds.
+inline Status check_grid(const Plan& plan, Index group_blocks, const char* what) {
+  if (plan.blocks > 2147483647 || group_blocks > 2147483647)
+    return Status::not_supported(std::string(what) + ": more than 2^31 - 1 blocks");
   return Status::ok();
 }
 
