@@ -4,6 +4,7 @@
 ///
 ///   bench_groupnorm [--ops=fwd,fwd_swish,bwd,bwd_swish] [--dtypes=fp16,bf16,fp32]
 ///                   [--layouts=nchw,nhwc] [--shapes=all|acceptance] [--repeats=20]
+///                   [--algorithm=auto|l2_reread|three_pass]
 ///
 /// Bytes counted are the minimum traffic: forward x read + y written; backward x and dy read +
 /// dx written (γ, β, statistics and dγ/dβ are negligible and left out, as PyTorch's side does).
@@ -62,6 +63,7 @@ struct Config {
   Shape shape;
   std::string op, layout;
   int repeats;
+  gn::Algorithm algorithm;
 };
 
 void report(const Config& c, const char* dtype, const std::string& name, float ms, double bytes) {
@@ -88,6 +90,7 @@ Status run_config(const Config& c) {
   fp.activation = swish ? gn::Activation::kSwish : gn::Activation::kIdentity;
   auto bp = gn::BackwardProblem::packed(c.shape.lengths, c.shape.groups, channels_last);
   bp.activation = fp.activation;
+  fp.algorithm = bp.algorithm = c.algorithm;
   const std::size_t elements = static_cast<std::size_t>(fp.x.num_elements());
   const std::size_t channels = static_cast<std::size_t>(fp.x.c()), stats = static_cast<std::size_t>(fp.x.n() * c.shape.groups);
   const int copies = hipgrad::host::l2_rotation_copies(elements * sizeof(T) * (backward ? 2 : 1));
@@ -135,7 +138,7 @@ Status run_config(const Config& c) {
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status st = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (st.is_ok()) st = args.reject_unknown_options({"ops", "dtypes", "layouts", "shapes", "repeats"});
+  if (st.is_ok()) st = args.reject_unknown_options({"ops", "dtypes", "layouts", "shapes", "repeats", "algorithm"});
   if (!st.is_ok()) {
     std::fprintf(stderr, "bench_groupnorm: %s\n", st.message().c_str());
     return 2;
@@ -145,12 +148,20 @@ int main(int argc, char** argv) {
   const auto dtypes = split(args.get_string("dtypes", "fp16,bf16,fp32"));
   const auto layouts = split(args.get_string("layouts", "nchw,nhwc"));
   const int repeats = static_cast<int>(args.get_int("repeats", 20));
+  const std::string algorithm_option = args.get_string("algorithm", "auto");
+  gn::Algorithm algorithm = gn::Algorithm::kAuto;
+  for (gn::Algorithm a : {gn::Algorithm::kAuto, gn::Algorithm::kL2Reread, gn::Algorithm::kThreePass})
+    if (algorithm_option == gn::algorithm_name(a)) algorithm = a;
+  if (algorithm_option != gn::algorithm_name(algorithm)) {
+    std::fprintf(stderr, "bench_groupnorm: unknown --algorithm=%s (auto, l2_reread or three_pass)\n", algorithm_option.c_str());
+    return 2;
+  }
   int failures = 0;
   for (const Shape& shape : shapes(args.get_string("shapes", "all")))
     for (const std::string& dtype : dtypes)
       for (const std::string& layout : layouts)
         for (const std::string& op : ops) {
-          const Config c{shape, op, layout, repeats};
+          const Config c{shape, op, layout, repeats, algorithm};
           const Status s = dtype == "fp16"   ? run_config<hipgrad::half>(c)
                            : dtype == "bf16" ? run_config<hipgrad::bfloat16>(c)
                                              : run_config<float>(c);

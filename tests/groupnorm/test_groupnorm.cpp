@@ -48,6 +48,19 @@ std::vector<Index> layout_strides(const std::vector<Index>& lengths, Layout layo
   return strides;
 }
 
+/// Packed planes run both algorithms (kL2Reread where the shape allows it: see
+/// L2RereadWhereItApplies); the other layouts have only the three-pass one.
+std::vector<gn::Algorithm> algorithms_for(Layout layout) {
+  if (layout == Layout::kNCHW) return {gn::Algorithm::kAuto, gn::Algorithm::kL2Reread};
+  return {gn::Algorithm::kAuto};
+}
+
+/// Whether a kL2Reread run was refused as not applicable (a plane not a multiple of the vector):
+/// the only failure the algorithm choice may add.
+bool reread_not_applicable(gn::Algorithm algorithm, const Status& st) {
+  return algorithm == gn::Algorithm::kL2Reread && st.code() == hipgrad::StatusCode::kNotSupported;
+}
+
 struct Case {
   std::vector<Index> lengths;  // [N, C, spatial...]
   Index groups;
@@ -110,8 +123,8 @@ struct Inputs {
 };
 
 template <typename T, typename TP>
-void check_forward(const Case& c, Layout layout, Activation act, InitMethod init) {
-  SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::activation_name(act) + " " + init_method_name(init) +
+void check_forward(const Case& c, Layout layout, Activation act, InitMethod init, gn::Algorithm algorithm) {
+  SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::algorithm_name(algorithm) + " " + gn::activation_name(act) + " " + init_method_name(init) +
                " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups));
   const std::vector<Index> strides = layout_strides(c.lengths, layout);
   Tensor<T> x(c.lengths, strides), y(c.lengths, strides);
@@ -131,6 +144,7 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
   p.groups = c.groups;
   p.activation = act;
   p.swish_beta = 0.8f;
+  p.algorithm = algorithm;
   using Op = gn::Forward<T, TP>;
   auto dx = upload(x), dy = upload(y);
   auto dgamma = upload(gamma), dbeta = upload(beta);
@@ -145,6 +159,7 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
   poison(workspace);
   const typename Op::Args args{dx.data(), dgamma.data(), dbeta.data(), dy.data(), dmean.data(), drstd.data()};
   const Status st = Op::run(p, args, workspace.data(), workspace.bytes(), nullptr);
+  if (reread_not_applicable(algorithm, st)) return;
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = c.lengths[1] / c.groups * x.num_elements() / n / c.lengths[1];
@@ -171,8 +186,9 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
 enum class Outputs { kFused, kDataOnly, kGammaBetaOnly };
 
 template <typename T, typename TP>
-void check_backward(const Case& c, Layout layout, Activation act, InitMethod init, Outputs outputs) {
-  SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::activation_name(act) + " " + init_method_name(init) +
+void check_backward(const Case& c, Layout layout, Activation act, InitMethod init, Outputs outputs,
+                    gn::Algorithm algorithm = gn::Algorithm::kAuto) {
+  SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::algorithm_name(algorithm) + " " + gn::activation_name(act) + " " + init_method_name(init) +
                " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups) + " outputs " +
                std::to_string(static_cast<int>(outputs)));
   const std::vector<Index> strides = layout_strides(c.lengths, layout);
@@ -197,6 +213,7 @@ void check_backward(const Case& c, Layout layout, Activation act, InitMethod ini
   p.groups = c.groups;
   p.activation = act;
   p.swish_beta = 0.8f;
+  p.algorithm = algorithm;
   using Op = gn::Backward<T, TP>;
   auto d_x = upload(x), d_dy = upload(dy);
   auto d_gamma = upload(gamma), d_beta = upload(beta);
@@ -227,6 +244,7 @@ void check_backward(const Case& c, Layout layout, Activation act, InitMethod ini
                               d_dgamma.data(), d_dbeta.data()},
                           workspace.data(), workspace.bytes(), nullptr);
   }
+  if (reread_not_applicable(algorithm, st)) return;
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = channels / c.groups * x.num_elements() / n / channels;
@@ -249,8 +267,10 @@ TYPED_TEST(GroupNormTest, ForwardMatchesReference) {
   using TP = typename TypeParam::Param;
   for (const Case& c : cases())
     for (Layout layout : {Layout::kNCHW, Layout::kNHWC, Layout::kPadded})
-      for (Activation act : {Activation::kIdentity, Activation::kSwish})
-        for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) check_forward<T, TP>(c, layout, act, init);
+      for (gn::Algorithm algorithm : algorithms_for(layout))
+        for (Activation act : {Activation::kIdentity, Activation::kSwish})
+          for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals})
+            check_forward<T, TP>(c, layout, act, init, algorithm);
 }
 
 TYPED_TEST(GroupNormTest, BackwardMatchesReference) {
@@ -259,8 +279,9 @@ TYPED_TEST(GroupNormTest, BackwardMatchesReference) {
   using TP = typename TypeParam::Param;
   for (const Case& c : cases())
     for (Layout layout : {Layout::kNCHW, Layout::kNHWC, Layout::kPadded})
-      for (Activation act : {Activation::kIdentity, Activation::kSwish})
-        check_backward<T, TP>(c, layout, act, InitMethod::kDecimals, Outputs::kFused);
+      for (gn::Algorithm algorithm : algorithms_for(layout))
+        for (Activation act : {Activation::kIdentity, Activation::kSwish})
+          check_backward<T, TP>(c, layout, act, InitMethod::kDecimals, Outputs::kFused, algorithm);
 }
 
 TYPED_TEST(GroupNormTest, BackwardDataAndGammaBetaAlone) {
@@ -271,6 +292,34 @@ TYPED_TEST(GroupNormTest, BackwardDataAndGammaBetaAlone) {
     for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
       for (Outputs o : {Outputs::kDataOnly, Outputs::kGammaBetaOnly})
         check_backward<T, TP>(c, layout, Activation::kSwish, InitMethod::kIntegers, o);
+}
+
+// kL2Reread runs the L2-reread kernels for packed planes with aligned pointers and a plane of whole
+// vectors, and is refused with a reason where they do not apply.
+TYPED_TEST(GroupNormTest, L2RereadWhereItApplies) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  using Fwd = gn::Forward<T, TP>;
+  using Bwd = gn::Backward<T, TP>;
+  gn::ForwardProblem f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/false);
+  f.algorithm = gn::Algorithm::kL2Reread;
+  EXPECT_NE(Fwd::name(f).find("l2_reread"), std::string::npos) << Fwd::name(f);
+  gn::BackwardProblem b = gn::BackwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/false);
+  b.algorithm = gn::Algorithm::kL2Reread;
+  EXPECT_NE(Bwd::name(b).find("l2_reread"), std::string::npos) << Bwd::name(b);
+  f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/true);
+  f.algorithm = gn::Algorithm::kL2Reread;
+  DeviceBuffer<T> x, y;
+  DeviceBuffer<TP> gamma, beta;
+  ASSERT_TRUE(x.allocate(f.x.num_elements()).is_ok());
+  ASSERT_TRUE(y.allocate(f.x.num_elements()).is_ok());
+  ASSERT_TRUE(gamma.allocate(40).is_ok());
+  ASSERT_TRUE(beta.allocate(40).is_ok());
+  const typename Fwd::Args args{x.data(), gamma.data(), beta.data(), y.data(), nullptr, nullptr};
+  const Status st = Fwd::can_implement(f, args);
+  EXPECT_EQ(st.code(), hipgrad::StatusCode::kNotSupported) << st.to_string();
+  EXPECT_NE(st.message().find("L2-reread"), std::string::npos) << st.to_string();
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 /// @file backward.hpp
-/// @brief GroupNorm backward, fused: dx, dγ and dβ from one pass of sums over x and dy, optionally
-///        through a fused Swish. BackwardData and BackwardGammaBeta are this op with one of the
+/// @brief GroupNorm backward, fused: dx, dγ and dβ from reread pass of sums over x and dy, optionally
+///        through a fused Swish. BackwardData and BackwardGammaBeta are this op with reread of the
 ///        two outputs left out.
 ///
 ///   using Op = hipgrad::groupnorm::Backward<hipgrad::half, float>;
@@ -19,6 +19,7 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/backward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
+#include "hipgrad/ops/groupnorm/detail/l2_reread_planes.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm {
@@ -43,7 +44,9 @@ class Backward {
 
   static Status can_implement(const BackwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    return detail::check_grid(plan(p, a), p.x.n() * p.groups, "GroupNorm backward");
+    const Plan pl = plan(p, a);
+    if (a.dx != nullptr) HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, reread_plan(pl, p)));
+    return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward");
   }
 
   static Status check_arguments(const BackwardProblem& p, const Args& a) {
@@ -71,8 +74,14 @@ class Backward {
     std::size_t bytes = 0;
     for (bool with_dx : {false, true}) {
       detail::WorkspaceCarver carver(nullptr, 0);
-      carve(plan(p, with_dx), p, carver);
+      const Plan pl = plan(p, with_dx);
+      carve(pl, p, carver);
       bytes = carver.used() > bytes ? carver.used() : bytes;
+      if (with_dx && detail::reread_layout(pl, kV)) {
+        detail::WorkspaceCarver reread(nullptr, 0);
+        carve_reread(detail::reread_sizing(p.x, p.groups, kV, kRereadVectors), 0, p, reread);
+        bytes = reread.used() > bytes ? reread.used() : bytes;
+      }
     }
     return bytes;
   }
@@ -82,6 +91,11 @@ class Backward {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward"));
+    if (a.dx != nullptr) {
+      const detail::RereadPlan reread = reread_plan(pl, p);
+      HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, reread));
+      if (reread.usable) return run_reread(reread, p, a, workspace, workspace_bytes, stream);
+    }
     detail::WorkspaceCarver carver(workspace, workspace_bytes);
     const Buffers b = carve(pl, p, carver);
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
@@ -91,13 +105,63 @@ class Backward {
 
   static std::string name(const BackwardProblem& p) {
     const Plan pl = plan(p, true);
+    const bool reread = reread_plan(pl, p).usable;
     return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
-           "_v" + std::to_string(pl.vector) + "_" + activation_name(p.activation);
+           "_v" + std::to_string(pl.vector) + (reread ? "_l2_reread" : "") + "_" + activation_name(p.activation);
   }
 
  private:
   static constexpr int kThreads = detail::kBlockThreads;
   static constexpr int kGroupThreads = 128;
+  static constexpr int kV = kVector16<T>;
+  static constexpr int kRereadVectors = 4;  ///< vectors of x and of dy a lane holds: 4 KB per warp
+
+  using RereadSync = detail::UnitSync<detail::GradientSums, detail::WeightedSums>;
+  using RereadKernel = decltype(&detail::backward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kIdentity>);
+  struct RereadBuffers {
+    RereadSync sync;
+    detail::GradientSums* totals;  ///< per (n, c), for dγ/dβ
+  };
+
+  static RereadKernel reread_kernel(Activation activation) {
+    if (activation == Activation::kSwish) return &detail::backward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kSwish>;
+    return &detail::backward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kIdentity>;
+  }
+
+  static RereadBuffers carve_reread(const detail::RereadTiling& t, Index lag, const BackwardProblem& p,
+                                    detail::WorkspaceCarver& carver) {
+    RereadBuffers b;
+    b.sync = detail::carve_unit_sync<detail::GradientSums, detail::WeightedSums>(t, lag, carver);
+    b.totals = carver.take<detail::GradientSums>(static_cast<std::size_t>(p.x.n() * p.x.c()));
+    return b;
+  }
+
+  /// dx (and the per-(n, c) totals) in reread read of x and dy, then dγ/dβ from the totals.
+  static detail::RereadPlan reread_plan(const detail::Plan& pl, const BackwardProblem& p) {
+    return detail::make_reread_plan(p.algorithm, pl, p.x, p.groups, kV, kRereadVectors, reread_kernel(p.activation));
+  }
+
+  static Status run_reread(const detail::RereadPlan& plan, const BackwardProblem& p, const Args& a,
+                             void* workspace, std::size_t workspace_bytes, hipStream_t stream) {
+    detail::WorkspaceCarver carver(workspace, workspace_bytes);
+    const RereadBuffers b = carve_reread(plan.tiling, plan.lag, p, carver);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
+    HIPGRAD_RETURN_IF_ERROR(detail::clear_unit_sync(b.sync, plan.tiling, stream));
+    reread_kernel(p.activation)<<<plan.blocks, detail::kRereadThreads, 0, stream>>>(
+        a.dy, detail::device_strides(p.dy), a.x, detail::device_strides(p.x), a.dx, detail::device_strides(p.dx),
+        plan.tiling.geometry, plan.tiling.tiles, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
+        a.dgamma ? b.totals : nullptr, b.sync);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_l2_reread_planes");
+    return a.dgamma ? launch_gamma_beta(plan.tiling.geometry, a, b.totals, stream) : Status::ok();
+  }
+
+  static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals,
+                                  hipStream_t stream) {
+    const unsigned threads = 256, blocks = static_cast<unsigned>((g.c + threads - 1) / threads);
+    detail::backward_gamma_beta<TParam><<<blocks, threads, 0, stream>>>(totals, g, a.rstd, a.dgamma, a.dbeta);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_gamma_beta");
+    return Status::ok();
+  }
 
   using Plan = detail::Plan;
   struct Buffers {
@@ -130,11 +194,7 @@ class Backward {
         <<<static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream>>>(b.partials, g, a.rstd, a.gamma, b.totals,
                                                                                     a.dx ? b.coefficients : nullptr);
     HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_group_coefficients");
-    if (a.dgamma) {
-      const unsigned threads = 256, blocks = static_cast<unsigned>((p.x.c() + threads - 1) / threads);
-      detail::backward_gamma_beta<TParam><<<blocks, threads, 0, stream>>>(b.totals, g, a.rstd, a.dgamma, a.dbeta);
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_gamma_beta");
-    }
+    if (a.dgamma) HIPGRAD_RETURN_IF_ERROR(launch_gamma_beta(g, a, b.totals, stream));
     return a.dx ? launch_data<kAct>(pl, p, a, b, stream) : Status::ok();
   }
 

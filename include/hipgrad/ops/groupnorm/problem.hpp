@@ -187,6 +187,27 @@ inline Status writable(const TensorShape& shape, const char* name) {
 
 }  // namespace detail
 
+/// How an op reads its inputs.
+enum class Algorithm {
+  /// The measured-fastest choice for the problem (docs/perf-notes.md).
+  kAuto,
+  /// One launch: x (and dy) read from memory once for the statistics and a second time, a
+  /// little later, from L2 for the output. Packed planes (NCHW and kin) whose pointers allow
+  /// 16-byte vectors and whose plane size is a multiple of the vector; not_supported otherwise.
+  kL2Reread,
+  /// Sums per tile, then statistics per group, then the output: any layout, x (and dy) read twice.
+  kThreePass,
+};
+
+inline const char* algorithm_name(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kAuto: return "auto";
+    case Algorithm::kL2Reread: return "l2_reread";
+    case Algorithm::kThreePass: return "three_pass";
+  }
+  return "unknown";
+}
+
 /// y = act(γ·(x − μ)·rstd + β), statistics over each group of C/G channels × spatial.
 struct ForwardProblem {
   TensorShape x;       ///< input
@@ -195,6 +216,7 @@ struct ForwardProblem {
   float epsilon = 1e-5f;
   Activation activation = Activation::kIdentity;
   float swish_beta = 1.0f;
+  Algorithm algorithm = Algorithm::kAuto;
 
   /// Packed problem in one of the two common layouts.
   static ForwardProblem packed(const std::vector<Index>& lengths, Index groups, bool channels_last);
@@ -218,6 +240,7 @@ struct BackwardProblem {
   Index groups = 1;
   Activation activation = Activation::kIdentity;
   float swish_beta = 1.0f;
+  Algorithm algorithm = Algorithm::kAuto;  ///< kL2Reread applies to calls that compute dx
 
   static BackwardProblem packed(const std::vector<Index>& lengths, Index groups, bool channels_last);
 

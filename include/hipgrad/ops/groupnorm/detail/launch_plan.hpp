@@ -11,6 +11,8 @@
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
+#include "hipgrad/ops/groupnorm/detail/unit_sync.hpp"
+#include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm::detail {
 
@@ -155,6 +157,89 @@ Status visit_walk(const Plan& pl, Launch&& launch) {
   return wide ? launch(PlanesWalk<kV, true, kBlockThreads>{}) : launch(PlanesWalk<1, true, kBlockThreads>{});
 }
 
+// ---- L2-reread launches (unit_sync.hpp) ---------------------------------------------------------
+
+inline int device_warp_size() {
+  int device = 0, lanes = 0;
+  if (hipGetDevice(&device) != hipSuccess || hipDeviceGetAttribute(&lanes, hipDeviceAttributeWarpSize, device) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  return lanes;
+}
+
+/// Tiles of an L2-reread launch: each plane cut into equal tiles of whole vectors, at most
+/// `capacity` positions each (what a warp holds); a unit is the tiles of one (n, group).
+struct RereadTiling {
+  Geometry geometry;
+  Index tiles = 0, units = 0, unit_tiles = 0;
+};
+
+inline RereadTiling reread_tiling(const TensorShape& x, Index groups, Index capacity, int vector) {
+  const Index spatial = x.spatial_size();
+  const Index per_plane = (spatial + capacity - 1) / capacity;
+  const Index tile = ((spatial + per_plane - 1) / per_plane + vector - 1) / vector * vector;
+  RereadTiling t;
+  t.geometry = make_geometry(x, groups, tile);
+  t.tiles = x.n() * x.c() * t.geometry.tiles_per_sample_channel;
+  t.units = x.n() * groups;
+  t.unit_tiles = t.geometry.group_channels * t.geometry.tiles_per_sample_channel;
+  return t;
+}
+
+/// Whether and how to run an L2-reread kernel.
+struct RereadPlan {
+  bool usable = false;
+  RereadTiling tiling;
+  Index lag = 0;  ///< tiles between a tile's first and second read
+  unsigned blocks = 0;
+};
+
+/// Packed planes read with the widest vector: the only L2-reread case.
+inline bool reread_layout(const Plan& pl, int widest_vector) {
+  return pl.path == Path::kPlanesPacked && pl.vector == widest_vector;
+}
+
+/// The tiling that sizes an L2-reread workspace: 32 lanes, the most tiles any warp size gives.
+inline RereadTiling reread_sizing(const TensorShape& x, Index groups, int widest_vector, int vectors_per_lane) {
+  return reread_tiling(x, groups, Index{32} * widest_vector * vectors_per_lane, widest_vector);
+}
+
+/// `vectors_per_lane`: vectors a lane of `kernel` holds per tensor. The grid is what the GPU
+/// keeps resident; the lag is a unit plus one tile per warp of the grid, so that the unit of the
+/// tile a warp finishes is, almost always, complete already.
+template <typename Kernel>
+RereadPlan make_reread_plan(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int widest_vector,
+                            int vectors_per_lane, Kernel kernel) {
+  RereadPlan plan;
+  const bool wanted_here = algorithm == Algorithm::kL2Reread && reread_layout(pl, widest_vector);
+  const int lanes = wanted_here ? device_warp_size() : 0;
+  int per_multiprocessor = 0;
+  if (lanes <= 0 || hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kRereadThreads, 0) != hipSuccess) {
+    (void)hipGetLastError();
+    return plan;
+  }
+  plan.tiling = reread_tiling(x, groups, static_cast<Index>(lanes) * widest_vector * vectors_per_lane, widest_vector);
+  const Index warps_per_block = kRereadThreads / lanes;
+  const Index resident = static_cast<Index>(per_multiprocessor) * multiprocessors();
+  const Index wanted = (plan.tiling.tiles + plan.tiling.unit_tiles + warps_per_block - 1) / warps_per_block;
+  const Index blocks = wanted < resident ? wanted : resident;
+  plan.blocks = static_cast<unsigned>(blocks);
+  plan.lag = plan.tiling.unit_tiles + blocks * warps_per_block;
+  // The claim counter runs to tiles + lag + one claim per warp: keep it within 32 bits.
+  plan.usable = blocks > 0 && plan.tiling.tiles + plan.lag + blocks * warps_per_block < (Index{1} << 32);
+  return plan;
+}
+
+/// not_supported when kL2Reread was asked for and cannot be had.
+inline Status check_algorithm(Algorithm algorithm, const RereadPlan& plan) {
+  if (algorithm == Algorithm::kL2Reread && !plan.usable)
+    return Status::not_supported(
+        "the L2-reread algorithm needs packed planes (NCHW and kin) with 16-byte aligned pointers and a plane size "
+        "divisible by the vector");
+  return Status::ok();
+}
+
 /// Bump allocation inside the caller's workspace, 256-byte aligned.
 class WorkspaceCarver {
  public:
@@ -178,6 +263,27 @@ inline Status check_workspace(std::size_t needed, const void* workspace, std::si
     return Status::workspace_too_small("needs " + std::to_string(needed) + " bytes, got " + std::to_string(bytes) +
                                        (workspace == nullptr ? " (null)" : ""));
   }
+  return Status::ok();
+}
+
+/// The workspace of an L2-reread launch, which clear_unit_sync sets to 0xff before the launch.
+template <typename Partial, typename Result>
+UnitSync<Partial, Result> carve_unit_sync(const RereadTiling& t, Index lag, WorkspaceCarver& carver) {
+  UnitSync<Partial, Result> sync;
+  sync.counter = carver.take<unsigned>(1);
+  sync.partials = carver.take<Partial>(static_cast<std::size_t>(t.tiles));
+  sync.results = carver.take<Result>(static_cast<std::size_t>(t.units));
+  sync.unit_tiles = t.unit_tiles;
+  sync.lag = lag;
+  return sync;
+}
+
+/// One memset over the counter and both slot arrays, which carve_unit_sync took in a row.
+template <typename Partial, typename Result>
+Status clear_unit_sync(const UnitSync<Partial, Result>& sync, const RereadTiling& t, hipStream_t stream) {
+  const auto begin = reinterpret_cast<unsigned char*>(sync.counter);
+  const auto end = reinterpret_cast<unsigned char*>(sync.results + t.units);
+  HIPGRAD_RETURN_IF_HIP_ERROR(hipMemsetAsync(begin, 0xff, static_cast<std::size_t>(end - begin), stream));
   return Status::ok();
 }
 
