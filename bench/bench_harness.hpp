@@ -46,6 +46,21 @@ class JsonLine {
   std::vector<std::pair<std::string, std::string>> fields_;
 };
 
+/// "a,b,,c" → {"a", "b", "c"}: the comma-separated lists of the benchmarks' options.
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : s + ",") {
+    if (c != ',') {
+      item += c;
+    } else if (!item.empty()) {
+      out.push_back(item);
+      item.clear();
+    }
+  }
+  return out;
+}
+
 /// Median milliseconds of `launch(copy)` where copy cycles through `copies` input sets; the
 /// warm-up runs every copy once so that none is timed on its first touch.
 template <typename Launch>

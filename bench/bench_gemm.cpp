@@ -1,0 +1,141 @@
+/// @file bench_gemm.cpp
+/// @brief GEMM benchmark: C = A·B (all row-major) for fp16, bf16, fp32 as TF32 and exact fp32
+///        at a list of sizes, for each candidate tile configuration of the matrix path; one JSON
+///        line per (dtype, size, configuration), see bench_harness.hpp. bench/torch_gemm.py
+///        times torch.matmul on the same lines.
+///
+///   bench_gemm [--dtypes=fp16,bf16,tf32,fp32] [--sizes=4096,8192] [--repeats=20] [--configs=all|default]
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/host/cli.hpp"
+#include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/device_fill.hpp"
+#include "hipgrad/host/gpu_detect.hpp"
+#include "hipgrad/host/timer.hpp"
+#include "hipgrad/ops/gemm/gemm.hpp"
+
+namespace {
+
+using hipgrad::Index;
+using hipgrad::Status;
+using hipgrad::host::DeviceBuffer;
+namespace hg = hipgrad::gemm;
+
+struct Options {
+  int repeats = 20;
+  bool all_configs = true;
+};
+
+/// A, B copies rotated beyond the L2 and one C.
+template <typename T>
+struct Buffers {
+  int copies = 1;
+  Index a_elements = 0, b_elements = 0;
+  DeviceBuffer<T> a, b, c;
+};
+
+template <typename T>
+Status make_buffers(Index m, Index n, Index k, Buffers<T>* buffers) {
+  buffers->a_elements = m * k, buffers->b_elements = k * n;
+  const std::size_t set_bytes = static_cast<std::size_t>(m * k + k * n) * sizeof(T);
+  buffers->copies = hipgrad::host::l2_rotation_copies(set_bytes, 8);
+  const auto copies = static_cast<Index>(buffers->copies);
+  HIPGRAD_RETURN_IF_ERROR(buffers->a.allocate(static_cast<std::size_t>(buffers->a_elements * copies)));
+  HIPGRAD_RETURN_IF_ERROR(buffers->b.allocate(static_cast<std::size_t>(buffers->b_elements * copies)));
+  HIPGRAD_RETURN_IF_ERROR(buffers->c.allocate(static_cast<std::size_t>(m * n)));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(buffers->a.data(), buffers->a_elements * copies, 1));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(buffers->b.data(), buffers->b_elements * copies, 2));
+  return buffers->c.fill_bytes(0xff);
+}
+
+template <typename T, typename Cfg>
+Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o) {
+  using Op = hg::Gemm<T, Cfg>;
+  hg::Problem p = hg::Problem::packed(size, size, size);
+  p.allow_tf32 = tf32;
+  auto args = [&](int copy) {
+    return typename Op::Args{buffers.a.data() + copy * buffers.a_elements, buffers.b.data() + copy * buffers.b_elements,
+                             buffers.c.data()};
+  };
+  HIPGRAD_RETURN_IF_ERROR(Op::can_implement(p, args(0)));
+  float ms = 0;
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
+      [&](int copy) { return Op::run(p, args(copy), nullptr, 0, nullptr); }, buffers.copies, o.repeats, &ms));
+  hipgrad::bench::JsonLine()
+      .add("op", "gemm")
+      .add("dtype", dtype)
+      .add("m", static_cast<double>(size))
+      .add("n", static_cast<double>(size))
+      .add("k", static_cast<double>(size))
+      .add("layout", "rrr")
+      .add("name", Op::name(p, args(0)))
+      .add("ms", ms)
+      .add("tflops", p.flops() / (ms * 1e-3) / 1e12)
+      .print();
+  return Status::ok();
+}
+
+/// Candidate configurations of the matrix path for 16-bit data (the first is the default).
+template <typename T>
+Status measure_16bit(const char* dtype, Index size, const Options& o) {
+  Buffers<T> b;
+  HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::DefaultConfigFor<T>>(dtype, size, false, b, o)));
+  if (!o.all_configs) return Status::ok();
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<128, 256, 32, 2, 4, 3>>(dtype, size, false, b, o)));
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<256, 128, 32, 4, 2, 4>>(dtype, size, false, b, o)));
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<128, 128, 32, 2, 2, 4>>(dtype, size, false, b, o)));
+  return measure<T, hg::Config<128, 256, 64, 2, 4, 3>>(dtype, size, false, b, o);
+}
+
+Status measure_fp32(Index size, bool tf32, const Options& o) {
+  Buffers<float> b;
+  HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
+  const char* dtype = tf32 ? "tf32" : "fp32";
+  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::DefaultConfigFor<float>>(dtype, size, tf32, b, o)));
+  if (!tf32 || !o.all_configs) return Status::ok();
+  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 256, 16, 2, 4, 3>>(dtype, size, tf32, b, o)));
+  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 128, 32, 2, 2, 3>>(dtype, size, tf32, b, o)));
+  return measure<float, hg::Config<128, 128, 16, 2, 2, 4>>(dtype, size, tf32, b, o);
+}
+
+Status run(const std::string& dtype, Index size, const Options& o) {
+  if (dtype == "fp16") return measure_16bit<hipgrad::half>("fp16", size, o);
+  if (dtype == "bf16") return measure_16bit<hipgrad::bfloat16>("bf16", size, o);
+  if (dtype == "tf32") return measure_fp32(size, true, o);
+  if (dtype == "fp32") return measure_fp32(size, false, o);
+  return Status::invalid_argument("unknown dtype " + dtype + " (fp16, bf16, tf32, fp32)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hipgrad::host::ExampleArgs args;
+  Status s = hipgrad::host::parse_example_args(argc, argv, &args);
+  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "sizes", "repeats", "configs"});
+  Options o;
+  o.repeats = static_cast<int>(args.get_int("repeats", 20));
+  o.all_configs = args.get_string("configs", "all") == "all";
+  if (s.is_ok()) s = args.option_status();
+  if (!s.is_ok() || o.repeats < 1) {
+    std::fprintf(stderr, "bench_gemm: %s\n", s.is_ok() ? "--repeats must be positive" : s.to_string().c_str());
+    return 2;
+  }
+  if (!hipgrad::host::require_gpu("bench_gemm")) return 1;
+  for (const std::string& size : hipgrad::bench::split_list(args.get_string("sizes", "4096,8192"))) {
+    for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,tf32,fp32"))) {
+      s = run(dtype, std::stoll(size), o);
+      if (!s.is_ok()) {
+        std::fprintf(stderr, "bench_gemm: %s %s: %s\n", dtype.c_str(), size.c_str(), s.to_string().c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}

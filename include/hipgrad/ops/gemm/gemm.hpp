@@ -1,0 +1,186 @@
+/// @file gemm.hpp
+/// @brief The GEMM op, C = alpha·A·B + beta·C for fp32, fp16 and bf16 with fp32 accumulation,
+///        any row/column-major layouts and leading dimensions: the test vehicle of the tile GEMM.
+///
+///   using Op = hipgrad::gemm::Gemm<hipgrad::half>;
+///   auto problem = hipgrad::gemm::Problem::packed(M, N, K);        // all row-major
+///   Op::Args args{a, b, c};
+///   HIPGRAD_RETURN_IF_ERROR(Op::can_implement(problem, args));
+///   // workspace of Op::workspace_size(problem) bytes (0 unless split_k > 1), then
+///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, bytes, stream));
+///
+/// Paths: the matrix mainloop (mma.sync on NVIDIA sm_80+, MFMA on gfx90a/gfx94x) for fp16 and
+/// bf16, and for fp32 when problem.allow_tf32; otherwise, or when the device has no matrix
+/// atoms, or A/B are not 16-byte aligned (pointers and leading dimensions), the SIMT FMA
+/// mainloop. Results are deterministic: split-K partials go to the workspace and are added in a
+/// fixed order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/ops/gemm/problem.hpp"
+#include "hipgrad/primitives/gemm/epilogue.hpp"
+#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+
+namespace hipgrad::gemm {
+
+enum class Path { kMatrix, kSimt };
+
+inline const char* path_name(Path p) { return p == Path::kMatrix ? "matrix" : "simt"; }
+
+/// T: A, B and C (float, half, bfloat16). Cfg: the matrix mainloop's tiles (the SIMT one is fixed).
+template <typename T, typename Cfg = DefaultConfigFor<T>>
+class Gemm {
+  static_assert(is_storage_type_v<T>, "GEMM data must be float, half or bfloat16");
+
+ public:
+  struct Args {
+    const T* a = nullptr;
+    const T* b = nullptr;
+    T* c = nullptr;  ///< read too when beta != 0
+  };
+
+  static Status can_implement(const Problem& p, const Args& args) {
+    HIPGRAD_RETURN_IF_ERROR(p.validate());
+    if (!args.a || !args.b || !args.c) return Status::invalid_argument("A, B and C must not be null");
+    if (p.allow_tf32 && !std::is_same_v<T, float>) {
+      return Status::invalid_argument(std::string("allow_tf32 applies to fp32 only, the data are ") + type_name<T>());
+    }
+    if (overlaps(args.c, p.c(), args.a, p.a())) return Status::invalid_argument("C overlaps A");
+    if (overlaps(args.c, p.c(), args.b, p.b())) return Status::invalid_argument("C overlaps B");
+    const Index tiles = ceil_div(p.m, Index{SimtConfig::kBlockM}) * ceil_div(p.n, Index{SimtConfig::kBlockN});
+    if (tiles > 2147483647) return Status::not_supported("more than 2^31 - 1 block tiles");
+    if (p.split_k > 65535) return Status::not_supported("split_k above 65535 (the grid's z limit)");
+    return Status::ok();
+  }
+
+  static std::size_t workspace_size(const Problem& p) {
+    if (p.split_k <= 1 || !p.validate().is_ok()) return 0;
+    return static_cast<std::size_t>(p.split_k) * static_cast<std::size_t>(p.m) * static_cast<std::size_t>(p.n) *
+           sizeof(float);
+  }
+
+  /// The path run() takes for these arguments on the current device.
+  static Path path(const Problem& p, const Args& args) {
+    if (!std::is_same_v<T, float> || p.allow_tf32) {
+      int device = 0;
+      if (hipGetDevice(&device) != hipSuccess) {
+        (void)hipGetLastError();
+        return Path::kSimt;
+      }
+      constexpr int kVector = 16 / static_cast<int>(sizeof(T));
+      if (device_has_matrix_atoms(device) && aligned(args.a, p.a(), kVector) && aligned(args.b, p.b(), kVector))
+        return Path::kMatrix;
+    }
+    return Path::kSimt;
+  }
+
+  static Status run(const Problem& p, const Args& args, void* workspace, std::size_t workspace_bytes, hipStream_t stream) {
+    HIPGRAD_RETURN_IF_ERROR(can_implement(p, args));
+    const std::size_t needed = workspace_size(p);
+    if (needed > 0 && (workspace == nullptr || workspace_bytes < needed)) {
+      return Status::workspace_too_small("split_k=" + std::to_string(p.split_k) + " needs " + std::to_string(needed) +
+                                         " bytes of workspace, got " + std::to_string(workspace_bytes));
+    }
+    const Path chosen = path(p, args);
+    const int block_k = chosen == Path::kMatrix ? Cfg::kBlockK : SimtConfig::kBlockK;
+    const int k_tiles = static_cast<int>(ceil_div(p.k, Index{block_k}));
+    const int per_split = static_cast<int>(ceil_div(k_tiles, p.split_k < k_tiles ? p.split_k : k_tiles));
+    const int splits = static_cast<int>(ceil_div(k_tiles, per_split));
+    Epilogue epilogue{args.c, p.c().row_stride(), p.c().col_stride(), static_cast<int>(p.m), static_cast<int>(p.n),
+                      p.alpha, p.beta, nullptr};
+    Epilogue mainloop_epilogue = epilogue;
+    if (splits > 1) mainloop_epilogue.partials = static_cast<float*>(workspace);
+    const Launch launch{p, args, mainloop_epilogue, per_split, splits, stream};
+    const bool a_k_contiguous = p.a_layout == Layout::kRowMajor, b_k_contiguous = p.b_layout == Layout::kColMajor;
+    HIPGRAD_RETURN_IF_ERROR(dispatch_layouts(chosen, a_k_contiguous, b_k_contiguous, launch));
+    if (splits == 1) return Status::ok();
+    const Index elements = p.m * p.n;
+    const auto blocks = static_cast<unsigned>(ceil_div(elements, Index{256}) < 4096 ? ceil_div(elements, Index{256}) : 4096);
+    reduce_split_k<<<blocks, 256, 0, stream>>>(static_cast<const float*>(workspace), splits, epilogue);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("reduce_split_k");
+    return Status::ok();
+  }
+
+  /// e.g. "gemm_fp16_nnn_mma_128x256x32_w2x4_s4"; the path is the one run() takes on the
+  /// current device with aligned operands (pass the arguments for the exact one).
+  static std::string name(const Problem& p, const Args& args = aligned_args()) {
+    std::string s = std::string("gemm_") + type_name<T>() + (p.allow_tf32 ? "_tf32" : "") + "_" +
+                    layout_letter(p.a_layout) + layout_letter(p.b_layout) + layout_letter(p.c_layout) + "_";
+    s += path(p, args) == Path::kMatrix ? std::string(kMatrixAtomName) + "_" + Cfg::name() : "simt_" + SimtConfig::name();
+    if (p.split_k > 1) s += "_splitk" + std::to_string(p.split_k);
+    return s;
+  }
+
+ private:
+  using Epilogue = LinearCombination<T>;
+
+  struct Launch {
+    const Problem& p;
+    const Args& args;
+    Epilogue epilogue;
+    int per_split;
+    int splits;
+    hipStream_t stream;
+  };
+
+  template <typename Int>
+  static constexpr Int ceil_div(Int a, Int b) {
+    return (a + b - 1) / b;
+  }
+
+  static Args aligned_args() {
+    alignas(16) static const unsigned char dummy[16] = {};
+    return Args{reinterpret_cast<const T*>(dummy), reinterpret_cast<const T*>(dummy), nullptr};
+  }
+
+  static bool aligned(const T* data, const MatrixDesc& d, int vector) {
+    return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && d.leading_dimension() % vector == 0;
+  }
+
+  static bool overlaps(const T* c, const MatrixDesc& cd, const T* x, const MatrixDesc& xd) {
+    const auto c0 = reinterpret_cast<std::uintptr_t>(c), x0 = reinterpret_cast<std::uintptr_t>(x);
+    const auto c_bytes = static_cast<std::uintptr_t>(cd.element_space()) * sizeof(T);
+    const auto x_bytes = static_cast<std::uintptr_t>(xd.element_space()) * sizeof(T);
+    return c0 < x0 + x_bytes && x0 < c0 + c_bytes;
+  }
+
+  static Status dispatch_layouts(Path chosen, bool a_k, bool b_k, const Launch& l) {
+    if (a_k && b_k) return launch<true, true>(chosen, l);
+    if (a_k) return launch<true, false>(chosen, l);
+    if (b_k) return launch<false, true>(chosen, l);
+    return launch<false, false>(chosen, l);
+  }
+
+  template <bool kAK, bool kBK>
+  static Status launch(Path chosen, const Launch& l) {
+    const DenseOperand<T, kAK> a{l.args.a, l.p.a().leading_dimension(), static_cast<int>(l.p.m), static_cast<int>(l.p.k)};
+    const DenseOperand<T, kBK> b{l.args.b, l.p.b().leading_dimension(), static_cast<int>(l.p.n), static_cast<int>(l.p.k)};
+    if (chosen == Path::kMatrix) {
+      const dim3 grid(static_cast<unsigned>(ceil_div(l.p.m, Index{Cfg::kBlockM}) * ceil_div(l.p.n, Index{Cfg::kBlockN})), 1,
+                      static_cast<unsigned>(l.splits));
+      constexpr int kShared = Cfg::template shared_bytes<T>();
+      const auto kernel = mma_tile_gemm<Cfg, DenseOperand<T, kAK>, DenseOperand<T, kBK>, Epilogue>;
+      HIPGRAD_RETURN_IF_HIP_ERROR(
+          hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, kShared));
+      kernel<<<grid, matrix_kernel_threads<Cfg>(), kShared, l.stream>>>(a, b, l.epilogue, l.per_split);
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("mma_tile_gemm");
+      return Status::ok();
+    }
+    const dim3 grid(static_cast<unsigned>(ceil_div(l.p.m, Index{SimtConfig::kBlockM}) *
+                                          ceil_div(l.p.n, Index{SimtConfig::kBlockN})),
+                    1, static_cast<unsigned>(l.splits));
+    simt_tile_gemm<<<grid, SimtConfig::kThreads, 0, l.stream>>>(a, b, l.epilogue, l.per_split,
+                                                                a.vectors_aligned(4) && b.vectors_aligned(4));
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("simt_tile_gemm");
+    return Status::ok();
+  }
+};
+
+}  // namespace hipgrad::gemm

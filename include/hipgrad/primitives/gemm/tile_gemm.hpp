@@ -1,0 +1,341 @@
+/// @file tile_gemm.hpp
+/// @brief The block-level tile GEMM, C[M, N] (+)= A[M, K]·B[K, N] with fp32 accumulation: the
+///        matrix mainloop (multistage shared-memory pipeline, swizzled tiles, one matrix atom per
+///        target) with its Config, and the SIMT mainloop (register-staged double buffer, 8 × 8
+///        FMA outer products per thread) for exact fp32 and targets without matrix atoms.
+///
+/// Both kernels take two operand loaders (operand_loader.hpp) and an epilogue (epilogue.hpp),
+/// tile any M, N, K (the edges are zero-filled on load and skipped on store) and split K over
+/// gridDim.z: split z covers K tiles [z·k_tiles_per_split, (z + 1)·k_tiles_per_split).
+/// Blocks are numbered along M in groups of kGroupM tile rows, so that consecutive blocks share
+/// their B tiles and a few A tiles in the L2.
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "hipgrad/core/device_intrinsics.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/vector_access.hpp"
+#include "hipgrad/primitives/gemm/epilogue.hpp"
+#include "hipgrad/primitives/gemm/mma_atom.hpp"
+#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/primitives/gemm/pipeline.hpp"
+#include "hipgrad/primitives/gemm/smem_layout.hpp"
+
+namespace hipgrad::gemm {
+
+/// Settings of the matrix mainloop: block tile, warps along M and N (each warp computes a
+/// (kBlockM / kWarpsM) × (kBlockN / kWarpsN) tile) and pipeline depth.
+template <int kBlockM_, int kBlockN_, int kBlockK_, int kWarpsM_, int kWarpsN_, int kStages_>
+struct Config {
+  static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kBlockK = kBlockK_;
+  static constexpr int kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kWarps = kWarpsM * kWarpsN;
+  static constexpr int kWarpM = kBlockM / kWarpsM, kWarpN = kBlockN / kWarpsN;
+  static constexpr int kStages = kStages_;
+  static_assert(kBlockM % kWarpsM == 0 && kBlockN % kWarpsN == 0, "Config: warps must divide the block tile");
+
+  /// Shared memory of the pipeline for elements of T.
+  template <typename T>
+  static constexpr int shared_bytes() {
+    return kStages * (kBlockM + kBlockN) * kBlockK * static_cast<int>(sizeof(T));
+  }
+  static std::string name() {
+    return std::to_string(kBlockM) + "x" + std::to_string(kBlockN) + "x" + std::to_string(kBlockK) + "_w" +
+           std::to_string(kWarpsM) + "x" + std::to_string(kWarpsN) + "_s" + std::to_string(kStages);
+  }
+};
+
+/// Good defaults per type and backend. NVIDIA (mma.sync, one 128 × 256 block of 8 warps per SM
+/// with 64 × 64 warp tiles: enough independent MMAs per warp to cover the shared-memory latency):
+/// K tiles of 64 bytes, 4 stages (96 KB). AMD (MFMA 32 × 32, wavefront 64): 128 × 128, 4 waves.
+template <typename T>
+struct DefaultConfig {
+  static constexpr int kBlockK = 64 / static_cast<int>(sizeof(T));
+#if defined(HIPGRAD_BACKEND_CUDA)
+  using type = Config<128, 256, kBlockK, 2, 4, 4>;
+#else
+  using type = Config<128, 128, kBlockK, 2, 2, 2>;
+#endif
+};
+template <typename T>
+using DefaultConfigFor = typename DefaultConfig<T>::type;
+
+/// Settings of the SIMT mainloop (fixed): 128 × 128 × 8 tiles, 256 threads of 8 × 8 results.
+struct SimtConfig {
+  static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 8, kThreads = 256, kThreadM = 8, kThreadN = 8;
+  static std::string name() { return "128x128x8_t256"; }
+};
+
+inline constexpr int kGroupM = 8;
+
+/// Tile (m, n) of block `block` when tile rows are walked in groups of kGroupM.
+struct TileCoord {
+  int m;
+  int n;
+};
+HIPGRAD_HOST_DEVICE inline TileCoord grouped_tile(int block, int tiles_m, int tiles_n) {
+  const int per_group = kGroupM * tiles_n;
+  const int first_m = (block / per_group) * kGroupM;
+  const int rows = tiles_m - first_m < kGroupM ? tiles_m - first_m : kGroupM;
+  const int in_group = block % per_group;
+  return {first_m + in_group % rows, in_group / rows};
+}
+
+namespace detail {
+
+template <typename Int>
+HIPGRAD_HOST_DEVICE constexpr Int ceil_div(Int a, Int b) {
+  return (a + b - 1) / b;
+}
+
+/// Copies one operand tile (kMN × kBlockK at (mn_base, k_base)) into a swizzled stage, 16 bytes
+/// per copy; consecutive threads take consecutive chunks of a row, i.e. consecutive addresses.
+template <typename Tile, int kThreads, typename Loader>
+HIPGRAD_DEVICE HIPGRAD_INLINE void copy_tile(char* tile, const Loader& loader, int mn_base, int k_base) {
+  using T = typename Loader::Element;
+  constexpr int kChunksPerRow = Tile::Layout::kChunks;
+  constexpr int kChunks = Tile::kRows * kChunksPerRow;
+  HIPGRAD_UNROLL
+  for (int it = 0; it < ceil_div(kChunks, kThreads); ++it) {
+    const int c = static_cast<int>(threadIdx.x) + it * kThreads;
+    if (kChunks % kThreads != 0 && c >= kChunks) break;
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int element = chunk * Tile::kChunkElements;
+    const int mn = mn_base + (Tile::kKContiguous ? row : element);
+    const int k = k_base + (Tile::kKContiguous ? element : row);
+    const VectorSource<T> source = loader.vector(mn, k, Tile::kChunkElements);
+    copy_chunk(tile + Tile::Layout::chunk_offset(row, chunk), source.pointer,
+               source.valid * static_cast<int>(sizeof(T)));
+  }
+}
+
+/// The matrix mainloop of one block with atom `Atom` (see mma_tile_gemm).
+template <typename Cfg, typename Atom, typename LoaderA, typename LoaderB, typename Epilogue>
+struct MatrixMainloop {
+  using T = typename LoaderA::Element;
+  using TileA = OperandTile<T, Cfg::kBlockM, Cfg::kBlockK, LoaderA::kKContiguous>;
+  using TileB = OperandTile<T, Cfg::kBlockN, Cfg::kBlockK, LoaderB::kKContiguous>;
+  static constexpr int kThreads = Cfg::kWarps * Atom::kLanes;
+  static constexpr int kAtomsM = Cfg::kWarpM / Atom::kM, kAtomsN = Cfg::kWarpN / Atom::kN;
+  static_assert(Cfg::kWarpM % Atom::kM == 0 && Cfg::kWarpN % Atom::kN == 0 && Cfg::kBlockK % Atom::kK == 0,
+                "Config: the warp tile and kBlockK must be multiples of the matrix atom");
+  using Ring = StageRing<Cfg::kStages, TileA::kBytes + TileB::kBytes>;
+  using Accumulators = float[kAtomsM][kAtomsN][Atom::kAccumulators];
+
+  HIPGRAD_DEVICE static void load_stage(char* stage, const LoaderA& a, const LoaderB& b, int m_base, int n_base, int kt) {
+    copy_tile<TileA, kThreads>(stage, a, m_base, kt * Cfg::kBlockK);
+    copy_tile<TileB, kThreads>(stage + TileA::kBytes, b, n_base, kt * Cfg::kBlockK);
+  }
+
+  HIPGRAD_DEVICE static void compute_stage(Accumulators& acc, const char* stage, int warp_m0, int warp_n0, int lane) {
+    const char* tile_a = stage;
+    const char* tile_b = stage + TileA::kBytes;
+    HIPGRAD_UNROLL
+    for (int kk = 0; kk < Cfg::kBlockK; kk += Atom::kK) {
+      typename Atom::A fa[kAtomsM];
+      typename Atom::B fb[kAtomsN];
+      HIPGRAD_UNROLL
+      for (int i = 0; i < kAtomsM; ++i) Atom::template load_a<TileA>(fa[i], tile_a, warp_m0 + i * Atom::kM, kk, lane);
+      HIPGRAD_UNROLL
+      for (int j = 0; j < kAtomsN; ++j) Atom::template load_b<TileB>(fb[j], tile_b, warp_n0 + j * Atom::kN, kk, lane);
+      HIPGRAD_UNROLL
+      for (int i = 0; i < kAtomsM; ++i) {
+        HIPGRAD_UNROLL
+        for (int j = 0; j < kAtomsN; ++j) Atom::mma(acc[i][j], fa[i], fb[j]);
+      }
+    }
+  }
+
+  HIPGRAD_DEVICE static void run(char* shared, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
+                                 int k_tiles_per_split) {
+    const int tiles_m = ceil_div(a.mn_size(), Cfg::kBlockM), tiles_n = ceil_div(b.mn_size(), Cfg::kBlockN);
+    const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
+    const int m_base = tile.m * Cfg::kBlockM, n_base = tile.n * Cfg::kBlockN;
+    const int k_tiles = ceil_div(a.k_size(), Cfg::kBlockK);
+    const int kt_begin = static_cast<int>(blockIdx.z) * k_tiles_per_split;
+    const int kt_count = (k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split);
+    const int warp = static_cast<int>(threadIdx.x) / Atom::kLanes, lane = static_cast<int>(threadIdx.x) % Atom::kLanes;
+    const int warp_m0 = (warp / Cfg::kWarpsN) * Cfg::kWarpM, warp_n0 = (warp % Cfg::kWarpsN) * Cfg::kWarpN;
+
+    Accumulators acc;
+    HIPGRAD_UNROLL
+    for (int i = 0; i < kAtomsM; ++i)
+      HIPGRAD_UNROLL
+      for (int j = 0; j < kAtomsN; ++j)
+        HIPGRAD_UNROLL
+        for (int e = 0; e < Atom::kAccumulators; ++e) acc[i][j][e] = 0.0f;
+
+    const Ring ring{shared};
+    HIPGRAD_UNROLL
+    for (int s = 0; s < Cfg::kStages - 1; ++s) {
+      if (s < kt_count) load_stage(ring.stage(s), a, b, m_base, n_base, kt_begin + s);
+      commit_copies();  // empty groups too: the wait below counts groups
+    }
+    for (int t = 0; t < kt_count; ++t) {
+      // Tile t has landed (at most kStages − 2 younger groups pending); the barrier publishes it
+      // and tells every warp that the stage computed in iteration t − 1 may be overwritten.
+      wait_copies<Cfg::kStages - 2>();
+      block_sync();
+      const int next = t + Cfg::kStages - 1;
+      if (next < kt_count) load_stage(ring.stage(next), a, b, m_base, n_base, kt_begin + next);
+      commit_copies();
+      compute_stage(acc, ring.stage(t), warp_m0, warp_n0, lane);
+    }
+    wait_copies<0>();
+
+    HIPGRAD_UNROLL
+    for (int i = 0; i < kAtomsM; ++i)
+      HIPGRAD_UNROLL
+      for (int j = 0; j < kAtomsN; ++j)
+        HIPGRAD_UNROLL
+        for (int e = 0; e < Atom::kAccumulators; ++e) {
+          const AccumulatorCoord c = Atom::accumulator(lane, e);
+          epilogue.store(m_base + warp_m0 + i * Atom::kM + c.m, n_base + warp_n0 + j * Atom::kN + c.n, acc[i][j][e],
+                         static_cast<int>(blockIdx.z));
+        }
+  }
+};
+
+}  // namespace detail
+
+/// Threads of a matrix-kernel block for Config Cfg on this backend.
+template <typename Cfg>
+constexpr int matrix_kernel_threads() {
+  return Cfg::kWarps * kMatrixAtomLanes;
+}
+
+/// The matrix tile GEMM: one block per (block tile, K split); grid (tiles_m·tiles_n, 1, splits),
+/// matrix_kernel_threads<Cfg>() threads, Cfg::shared_bytes<T>() of dynamic shared memory. Only
+/// for devices where device_has_matrix_atoms(): in other device passes the body traps.
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
+    mma_tile_gemm(LoaderA a, LoaderB b, Epilogue epilogue, int k_tiles_per_split) {
+  using Atom = typename MatrixAtomFor<typename LoaderA::Element>::type;
+  static_assert(std::is_same_v<typename LoaderA::Element, typename LoaderB::Element>, "A and B must share a type");
+  if constexpr (Atom::kAvailable) {
+    static_assert(Atom::kLanes == kMatrixAtomLanes, "the atom's lanes differ from the backend's");
+    extern __shared__ uint4 gemm_shared[];  // uint4: 16-byte alignment for the chunk copies
+    detail::MatrixMainloop<Cfg, Atom, LoaderA, LoaderB, Epilogue>::run(reinterpret_cast<char*>(gemm_shared), a, b,
+                                                                        epilogue, k_tiles_per_split);
+  } else {
+    __builtin_trap();
+  }
+}
+
+namespace detail {
+
+/// One thread's share of a SIMT operand tile: 4 elements, along K when the operand is
+/// K-contiguous (thread t: mn = t / 2, k = 4·(t % 2)), else along MN (k = t / 32, mn = 4·(t % 32)).
+/// Stored transposed where needed so that shared memory always holds [k][mn].
+template <typename Loader>
+struct SimtFragment {
+  using T = typename Loader::Element;
+  static constexpr int kPad = 4;  // keeps float4 rows aligned and the transposing stores conflict-free
+  using Tile = float[SimtConfig::kBlockK][SimtConfig::kBlockM + kPad];
+  float v[4];
+
+  HIPGRAD_DEVICE static int mn_offset(int t) { return Loader::kKContiguous ? t / 2 : 4 * (t % 32); }
+  HIPGRAD_DEVICE static int k_offset(int t) { return Loader::kKContiguous ? 4 * (t % 2) : t / 32; }
+
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load(const Loader& loader, int mn_base, int k_base, bool vectors) {
+    const int t = static_cast<int>(threadIdx.x);
+    const VectorSource<T> s = loader.vector(mn_base + mn_offset(t), k_base + k_offset(t), 4);
+    if (vectors && s.valid == 4) {
+      const Vector<T, 4> x = load_vector<4>(s.pointer);
+      HIPGRAD_UNROLL
+      for (int j = 0; j < 4; ++j) v[j] = type_convert<float>(x[j]);
+    } else {
+      HIPGRAD_UNROLL
+      for (int j = 0; j < 4; ++j) v[j] = j < s.valid ? type_convert<float>(s.pointer[j]) : 0.0f;
+    }
+  }
+  HIPGRAD_DEVICE HIPGRAD_INLINE void store(Tile& tile) const {
+    const int t = static_cast<int>(threadIdx.x);
+    const int mn = mn_offset(t), k = k_offset(t);
+    HIPGRAD_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      if (Loader::kKContiguous) tile[k + j][mn] = v[j];
+      else tile[k][mn + j] = v[j];
+    }
+  }
+};
+
+}  // namespace detail
+
+/// The SIMT tile GEMM: 128 × 128 block tiles, 256 threads each computing two 4 × 4 blocks in
+/// each dimension (rows 4·ty.. and 64 + 4·ty..: float4 shared reads, broadcast across the warp).
+/// Global loads of tile t + 1 go to registers while tile t is computed from shared memory, then
+/// to the other shared buffer: one barrier per tile. `vectors`: every 4-element vector of A and
+/// B is aligned (loaders' vectors_aligned(4)).
+template <typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(SimtConfig::kThreads)
+    simt_tile_gemm(LoaderA a, LoaderB b, Epilogue epilogue, int k_tiles_per_split, bool vectors) {
+  using C = SimtConfig;
+  using FragA = detail::SimtFragment<LoaderA>;
+  using FragB = detail::SimtFragment<LoaderB>;
+  static_assert(C::kBlockM == C::kBlockN && C::kThreads == 2 * C::kBlockM && C::kBlockK == 8,
+                "SimtFragment assumes 128 × 128 × 8 tiles and 256 threads");
+  __shared__ float4 tile_a_storage[2 * sizeof(typename FragA::Tile) / sizeof(float4)];  // float4: 16-byte rows
+  __shared__ float4 tile_b_storage[2 * sizeof(typename FragB::Tile) / sizeof(float4)];
+  auto* tile_a = reinterpret_cast<typename FragA::Tile*>(tile_a_storage);
+  auto* tile_b = reinterpret_cast<typename FragB::Tile*>(tile_b_storage);
+
+  const int tiles_m = detail::ceil_div(a.mn_size(), C::kBlockM), tiles_n = detail::ceil_div(b.mn_size(), C::kBlockN);
+  const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
+  const int m_base = tile.m * C::kBlockM, n_base = tile.n * C::kBlockN;
+  const int k_tiles = detail::ceil_div(a.k_size(), C::kBlockK);
+  const int kt_begin = static_cast<int>(blockIdx.z) * k_tiles_per_split;
+  const int kt_count = k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split;
+  const int ty = static_cast<int>(threadIdx.x) / 16, tx = static_cast<int>(threadIdx.x) % 16;
+
+  float acc[C::kThreadM][C::kThreadN];
+  HIPGRAD_UNROLL
+  for (int i = 0; i < C::kThreadM; ++i)
+    HIPGRAD_UNROLL
+    for (int j = 0; j < C::kThreadN; ++j) acc[i][j] = 0.0f;
+
+  FragA fa;
+  FragB fb;
+  if (kt_count > 0) {
+    fa.load(a, m_base, kt_begin * C::kBlockK, vectors);
+    fb.load(b, n_base, kt_begin * C::kBlockK, vectors);
+    fa.store(tile_a[0]);
+    fb.store(tile_b[0]);
+  }
+  block_sync();
+  for (int t = 0; t < kt_count; ++t) {
+    const bool more = t + 1 < kt_count;
+    if (more) {
+      fa.load(a, m_base, (kt_begin + t + 1) * C::kBlockK, vectors);
+      fb.load(b, n_base, (kt_begin + t + 1) * C::kBlockK, vectors);
+    }
+    const int buffer = t & 1;
+    HIPGRAD_UNROLL
+    for (int k = 0; k < C::kBlockK; ++k) {
+      float ra[C::kThreadM], rb[C::kThreadN];
+      HIPGRAD_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const float4 x = *reinterpret_cast<const float4*>(&tile_a[buffer][k][64 * h + 4 * ty]);
+        const float4 y = *reinterpret_cast<const float4*>(&tile_b[buffer][k][64 * h + 4 * tx]);
+        ra[4 * h] = x.x, ra[4 * h + 1] = x.y, ra[4 * h + 2] = x.z, ra[4 * h + 3] = x.w;
+        rb[4 * h] = y.x, rb[4 * h + 1] = y.y, rb[4 * h + 2] = y.z, rb[4 * h + 3] = y.w;
+      }
+      FmaOuterProduct<C::kThreadM, C::kThreadN>::mma(acc, ra, rb);
+    }
+    if (more) {  // the other buffer was last read in iteration t − 1, before its closing barrier
+      fa.store(tile_a[buffer ^ 1]);
+      fb.store(tile_b[buffer ^ 1]);
+    }
+    block_sync();
+  }
+
+  HIPGRAD_UNROLL
+  for (int i = 0; i < C::kThreadM; ++i)
+    HIPGRAD_UNROLL
+    for (int j = 0; j < C::kThreadN; ++j)
+      epilogue.store(m_base + 64 * (i / 4) + 4 * ty + i % 4, n_base + 64 * (j / 4) + 4 * tx + j % 4, acc[i][j],
+                     static_cast<int>(blockIdx.z));
+}
+
+}  // namespace hipgrad::gemm

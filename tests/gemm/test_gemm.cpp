@@ -1,0 +1,285 @@
+/// @file test_gemm.cpp
+/// @brief The GEMM op on the GPU against the CPU reference: fp32 (exact and TF32), fp16, bf16;
+///        all A × B layouts with row-major C, column-major and padded C; odd sizes (1, primes,
+///        non-multiples of every tile, K = 1, a few full tiles plus remainders); alpha/beta;
+///        split-K; integer inits compared exactly and decimal inits within K-dependent
+///        tolerances; outputs and workspace poisoned (NaN) before every run. CPU-only: negative
+///        can_implement cases and the reference itself.
+
+// The GPU headers first: under hipcc, std::memcpy in device code (bit casts of half and bfloat16)
+// needs HIP's device overload declared before <cstring> is first included.
+#include "hipgrad/ops/gemm/gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "hipgrad/host/check.hpp"
+#include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/fill.hpp"
+#include "hipgrad/host/reference/gemm.hpp"
+
+namespace {
+
+using hipgrad::Index;
+using hipgrad::Status;
+using namespace hipgrad::host;
+namespace hg = hipgrad::gemm;
+using hg::Layout;
+
+constexpr Layout kRow = Layout::kRowMajor;
+constexpr Layout kCol = Layout::kColMajor;
+
+/// A data type and whether fp32 may use TF32.
+template <typename T, bool kTf32 = false>
+struct Kind {
+  using Type = T;
+  static constexpr bool kAllowTf32 = kTf32;
+};
+using Kinds = ::testing::Types<Kind<float>, Kind<float, true>, Kind<hipgrad::half>, Kind<hipgrad::bfloat16>>;
+
+struct Size {
+  Index m, n, k;
+};
+
+/// 1, K = 1, primes, non-multiples of every tile size (8, 16, 32, 128, 256), full tiles plus remainders.
+std::vector<Size> odd_sizes() {
+  return {{1, 1, 1},     {1, 1, 37},    {7, 5, 1},      {67, 131, 257}, {129, 257, 33}, {255, 253, 67},
+          {128, 256, 64}, {300, 520, 100}, {1, 300, 77}, {301, 1, 45},   {130, 260, 1000}};
+}
+
+struct LayoutCase {
+  Layout a, b, c;
+  bool padded;  ///< leading dimensions rounded up to a multiple of 8 (plus 8): the 16-byte path
+};
+
+/// Every A × B layout with row-major C, and column-major C for row-major A and B.
+std::vector<LayoutCase> layout_cases() {
+  return {{kRow, kRow, kRow, true}, {kRow, kCol, kRow, true}, {kCol, kRow, kRow, true},
+          {kCol, kCol, kRow, true}, {kRow, kRow, kCol, true}};
+}
+
+Index padded_ld(Index contiguous) { return (contiguous + 7) / 8 * 8 + 8; }
+
+hg::Problem make_problem(Size s, const LayoutCase& l, bool tf32) {
+  hg::Problem p = hg::Problem::packed(s.m, s.n, s.k, l.a, l.b, l.c);
+  if (l.padded) {
+    p.lda = padded_ld(p.a().contiguous_length());
+    p.ldb = padded_ld(p.b().contiguous_length());
+    p.ldc = padded_ld(p.c().contiguous_length()) + 1;  // C has no alignment needs
+  }
+  p.allow_tf32 = tf32;
+  return p;
+}
+
+template <typename T>
+Tensor<T> matrix_tensor(const hg::MatrixDesc& d) {
+  return Tensor<T>({d.rows, d.cols}, {d.row_stride(), d.col_stride()});
+}
+
+/// Tolerance for decimal data: the type's default, and for TF32 the rounding of each input to a
+/// 10-bit mantissa (relative 2^-11 each, so 2^-10 per product, summed like a random walk; twice
+/// that, since the largest of ~10^5 elements lies beyond 4 standard deviations).
+template <typename T>
+Tolerance decimal_tolerance(Index k, bool tf32) {
+  Tolerance t = default_tolerance<T>(k);
+  if (tf32) {
+    t.rtol += 0x1.0p-10;
+    t.atol += 0x1.0p-9 * std::sqrt(static_cast<double>(k));
+  }
+  return t;
+}
+
+/// Runs `p` once on the GPU and compares C with the reference.
+template <typename T>
+void check_gemm(const hg::Problem& p, InitMethod init, bool expect_matrix_path) {
+  using Op = hg::Gemm<T>;
+  SCOPED_TRACE(p.to_string() + " lda " + std::to_string(p.a().leading_dimension()) + " alpha " +
+               std::to_string(p.alpha) + " beta " + std::to_string(p.beta) + " split_k " + std::to_string(p.split_k) +
+               (p.allow_tf32 ? " tf32 " : " ") + init_method_name(init));
+  Tensor<T> a = matrix_tensor<T>(p.a()), b = matrix_tensor<T>(p.b()), c = matrix_tensor<T>(p.c());
+  fill(a, init, 1);
+  fill(b, init, 2);
+  if (p.beta != 0) {
+    fill(c, init, 3);
+  } else {
+    std::memset(c.data(), 0xff, c.storage_bytes());  // NaN: must never be read
+  }
+  const Tensor<double> expected = reference::gemm(a, b, p.alpha, p.beta, c);
+
+  DeviceBuffer<T> da, db, dc;
+  DeviceBuffer<unsigned char> workspace;
+  ASSERT_TRUE(da.allocate(a.storage().size()).is_ok());
+  ASSERT_TRUE(db.allocate(b.storage().size()).is_ok());
+  ASSERT_TRUE(dc.allocate(c.storage().size()).is_ok());
+  ASSERT_TRUE(da.copy_from(a).is_ok());
+  ASSERT_TRUE(db.copy_from(b).is_ok());
+  ASSERT_TRUE(dc.copy_from(c).is_ok());
+  ASSERT_TRUE(workspace.allocate(Op::workspace_size(p)).is_ok());
+  ASSERT_TRUE(workspace.fill_bytes(0xff).is_ok());
+
+  const typename Op::Args args{da.data(), db.data(), dc.data()};
+  ASSERT_TRUE(Op::can_implement(p, args).is_ok()) << Op::can_implement(p, args).to_string();
+  if (expect_matrix_path) EXPECT_EQ(Op::path(p, args), hg::Path::kMatrix) << Op::name(p, args);
+  const Status s = Op::run(p, args, workspace.data(), workspace.bytes(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
+  ASSERT_TRUE(dc.copy_to(c).is_ok());
+
+  if (init == InitMethod::kIntegers) {
+    // Integer products and sums are exact in fp32 (and TF32), so C is the reference rounded once.
+    Tensor<T> rounded = matrix_tensor<T>(p.c());
+    rounded.for_each_index([&](const std::vector<Index>& i) { rounded(i) = hipgrad::type_convert<T>(expected(i)); });
+    const CheckResult r = check_equal(c, rounded);
+    EXPECT_TRUE(r.ok) << Op::name(p, args) << ": " << r.report;
+  } else {
+    const CheckResult r = check_close(c, expected, decimal_tolerance<T>(p.k, p.allow_tf32));
+    EXPECT_TRUE(r.ok) << Op::name(p, args) << ": " << r.report;
+  }
+}
+
+/// Whether the matrix path must be taken (aligned operands on a device with matrix atoms).
+template <typename T>
+bool matrix_path_expected(const hg::Problem& p, bool padded) {
+  int device = 0;
+  if (!padded || hipGetDevice(&device) != hipSuccess) return false;
+  return (!std::is_same_v<T, float> || p.allow_tf32) && hg::device_has_matrix_atoms(device);
+}
+
+template <typename K>
+class GemmTest : public ::testing::Test {};
+TYPED_TEST_SUITE(GemmTest, Kinds);
+
+TYPED_TEST(GemmTest, OddSizesEveryLayout) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  for (const Size& s : odd_sizes()) {
+    for (const LayoutCase& l : layout_cases()) {
+      const hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        check_gemm<T>(p, init, matrix_path_expected<T>(p, l.padded));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TYPED_TEST(GemmTest, PackedLeadingDimensions) {  // mostly unaligned: the SIMT path for 16-bit data
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  for (const Size& s : {Size{67, 131, 257}, Size{33, 17, 5}, Size{200, 300, 64}}) {
+    for (const LayoutCase& l : {LayoutCase{kRow, kRow, kRow, false}, LayoutCase{kCol, kCol, kCol, false}}) {
+      check_gemm<T>(make_problem(s, l, TypeParam::kAllowTf32), InitMethod::kDecimals, false);
+    }
+  }
+}
+
+TYPED_TEST(GemmTest, AlphaBetaAccumulateIntoC) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  for (const Size& s : {Size{67, 131, 257}, Size{130, 260, 40}}) {
+    for (const LayoutCase& l : {LayoutCase{kRow, kRow, kRow, true}, LayoutCase{kCol, kRow, kCol, true}}) {
+      hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
+      p.alpha = 2.0f, p.beta = -1.0f;
+      check_gemm<T>(p, InitMethod::kIntegers, matrix_path_expected<T>(p, true));
+      p.alpha = 0.5f, p.beta = 0.25f;
+      check_gemm<T>(p, InitMethod::kDecimals, matrix_path_expected<T>(p, true));
+    }
+  }
+}
+
+TYPED_TEST(GemmTest, SplitKPartialsAddUpInAFixedOrder) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  for (int split : {2, 3, 7}) {
+    for (const LayoutCase& l : {LayoutCase{kRow, kRow, kRow, true}, LayoutCase{kCol, kCol, kRow, false}}) {
+      hg::Problem p = make_problem(Size{129, 257, 1000}, l, TypeParam::kAllowTf32);
+      p.split_k = split;
+      p.beta = 1.0f;
+      check_gemm<T>(p, InitMethod::kIntegers, matrix_path_expected<T>(p, l.padded));
+      check_gemm<T>(p, InitMethod::kDecimals, matrix_path_expected<T>(p, l.padded));
+    }
+  }
+}
+
+// ---- CPU only -------------------------------------------------------------------------------------
+
+/// A fake but well-aligned device address: can_implement never dereferences pointers.
+template <typename T>
+T* fake_pointer(std::uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+
+TEST(GemmProblem, CanImplementRejectsWithAReason) {
+  using Op = hg::Gemm<hipgrad::half>;
+  const Op::Args ok{fake_pointer<const hipgrad::half>(0x100000), fake_pointer<const hipgrad::half>(0x200000),
+                    fake_pointer<hipgrad::half>(0x300000)};
+  const hg::Problem good = hg::Problem::packed(64, 64, 64);
+  ASSERT_TRUE(Op::can_implement(good, ok).is_ok()) << Op::can_implement(good, ok).to_string();
+
+  auto rejects = [&](hg::Problem p, Op::Args a, const std::string& reason) {
+    const Status s = Op::can_implement(p, a);
+    EXPECT_FALSE(s.is_ok()) << p.to_string() << " should be rejected for " << reason;
+    EXPECT_NE(s.message().find(reason), std::string::npos) << s.to_string();
+  };
+  rejects(hg::Problem::packed(0, 4, 4), ok, "must be positive");
+  rejects(hg::Problem::packed(4, 4, -1), ok, "must be positive");
+  rejects(good, Op::Args{nullptr, ok.b, ok.c}, "must not be null");
+  rejects(good, Op::Args{ok.a, ok.b, nullptr}, "must not be null");
+  hg::Problem p = good;
+  p.lda = 32;
+  rejects(p, ok, "lda=32 is smaller than the columns of A");
+  p = good;
+  p.b_layout = kCol;
+  p.ldb = 10;
+  rejects(p, ok, "ldb=10 is smaller than the rows of B");
+  p = good;
+  p.ldc = -1;
+  rejects(p, ok, "ldc must not be negative");
+  p = good;
+  p.allow_tf32 = true;
+  rejects(p, ok, "allow_tf32 applies to fp32 only");
+  p = good;
+  p.split_k = 0;
+  rejects(p, ok, "split_k must be at least 1");
+  p.split_k = 65;
+  rejects(p, ok, "exceeds K=64");
+  rejects(good, Op::Args{ok.a, ok.b, fake_pointer<hipgrad::half>(0x100000 + 64)}, "C overlaps A");
+  EXPECT_EQ(Op::workspace_size(good), 0u);
+  p = good;
+  p.split_k = 4;
+  EXPECT_EQ(Op::workspace_size(p), 4u * 64 * 64 * sizeof(float));
+  EXPECT_EQ(Op::workspace_size(hg::Problem::packed(0, 1, 1)), 0u);
+}
+
+TEST(GemmReference, SmallProductByHandAndLayoutIndependence) {
+  Tensor<float> a({2, 3}), b({3, 2});
+  const float av[] = {1, 2, 3, 4, 5, 6}, bv[] = {7, 8, 9, 10, 11, 12};
+  std::memcpy(a.data(), av, sizeof(av));
+  std::memcpy(b.data(), bv, sizeof(bv));
+  Tensor<float> c({2, 2});
+  const float cv[] = {1, 1, 1, 1};
+  std::memcpy(c.data(), cv, sizeof(cv));
+  const Tensor<double> r = reference::gemm(a, b, 2.0, -1.0, c);
+  EXPECT_EQ(r.at(0, 0), 2 * 58.0 - 1);
+  EXPECT_EQ(r.at(0, 1), 2 * 64.0 - 1);
+  EXPECT_EQ(r.at(1, 0), 2 * 139.0 - 1);
+  EXPECT_EQ(r.at(1, 1), 2 * 154.0 - 1);
+
+  // The same logical data column-major (and padded) gives the same result.
+  Tensor<float> a_col({2, 3}, {1, 5}), b_col({3, 2}, {1, 4});
+  a.for_each_index([&](const std::vector<Index>& i) { a_col(i) = a(i); });
+  b.for_each_index([&](const std::vector<Index>& i) { b_col(i) = b(i); });
+  const Tensor<double> r_col = reference::gemm(a_col, b_col, 2.0, -1.0, c);
+  EXPECT_TRUE(check_equal(r_col, r).ok);
+  const Tensor<double> no_c = reference::gemm(a, b, 1.0, 0.0, Tensor<float>());
+  EXPECT_EQ(no_c.at(1, 1), 154.0);
+}
+
+}  // namespace
