@@ -5,7 +5,6 @@
 
 #include "hipgrad/core/array.hpp"
 #include "hipgrad/core/config.hpp"
-#include "hipgrad/core/cross_block.hpp"
 #include "hipgrad/core/device_intrinsics.hpp"
 #include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/core/hip_runtime.hpp"

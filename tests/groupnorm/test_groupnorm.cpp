@@ -48,17 +48,17 @@ std::vector<Index> layout_strides(const std::vector<Index>& lengths, Layout layo
   return strides;
 }
 
-/// Packed planes run both algorithms (kL2Reread where the shape allows it: see
-/// L2RereadWhereItApplies); the other layouts have only the three-pass one.
+/// Packed layouts run both algorithms (kOneRead where the shape allows it: see
+/// OneReadWhereItApplies); padded strides have only the three-pass one, which kAuto picks.
 std::vector<gn::Algorithm> algorithms_for(Layout layout) {
-  if (layout == Layout::kNCHW) return {gn::Algorithm::kAuto, gn::Algorithm::kL2Reread};
-  return {gn::Algorithm::kAuto};
+  if (layout == Layout::kPadded) return {gn::Algorithm::kAuto};
+  return {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead};
 }
 
-/// Whether a kL2Reread run was refused as not applicable (a plane not a multiple of the vector):
-/// the only failure the algorithm choice may add.
-bool reread_not_applicable(gn::Algorithm algorithm, const Status& st) {
-  return algorithm == gn::Algorithm::kL2Reread && st.code() == hipgrad::StatusCode::kNotSupported;
+/// Whether a kOneRead run was refused as not applicable (a plane not a multiple of the vector, or
+/// a group too large for a block): the only failure the algorithm choice may add.
+bool one_read_not_applicable(gn::Algorithm algorithm, const Status& st) {
+  return algorithm == gn::Algorithm::kOneRead && st.code() == hipgrad::StatusCode::kNotSupported;
 }
 
 struct Case {
@@ -159,7 +159,7 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
   poison(workspace);
   const typename Op::Args args{dx.data(), dgamma.data(), dbeta.data(), dy.data(), dmean.data(), drstd.data()};
   const Status st = Op::run(p, args, workspace.data(), workspace.bytes(), nullptr);
-  if (reread_not_applicable(algorithm, st)) return;
+  if (one_read_not_applicable(algorithm, st)) return;
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = c.lengths[1] / c.groups * x.num_elements() / n / c.lengths[1];
@@ -244,7 +244,7 @@ void check_backward(const Case& c, Layout layout, Activation act, InitMethod ini
                               d_dgamma.data(), d_dbeta.data()},
                           workspace.data(), workspace.bytes(), nullptr);
   }
-  if (reread_not_applicable(algorithm, st)) return;
+  if (one_read_not_applicable(algorithm, st)) return;
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = channels / c.groups * x.num_elements() / n / channels;
@@ -294,22 +294,34 @@ TYPED_TEST(GroupNormTest, BackwardDataAndGammaBetaAlone) {
         check_backward<T, TP>(c, layout, Activation::kSwish, InitMethod::kIntegers, o);
 }
 
-// kL2Reread runs the L2-reread kernels for packed planes with aligned pointers and a plane of whole
-// vectors, and is refused with a reason where they do not apply.
-TYPED_TEST(GroupNormTest, L2RereadWhereItApplies) {
+// kOneRead runs the one-read kernels for packed planes with aligned pointers, a plane of whole
+// vectors and a group that fits a block, and is refused with a reason where they do not apply.
+TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Data;
   using TP = typename TypeParam::Param;
   using Fwd = gn::Forward<T, TP>;
   using Bwd = gn::Backward<T, TP>;
   gn::ForwardProblem f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/false);
-  f.algorithm = gn::Algorithm::kL2Reread;
-  EXPECT_NE(Fwd::name(f).find("l2_reread"), std::string::npos) << Fwd::name(f);
+  f.algorithm = gn::Algorithm::kOneRead;
+  EXPECT_NE(Fwd::name(f).find("one_read"), std::string::npos) << Fwd::name(f);
   gn::BackwardProblem b = gn::BackwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/false);
-  b.algorithm = gn::Algorithm::kL2Reread;
-  EXPECT_NE(Bwd::name(b).find("l2_reread"), std::string::npos) << Bwd::name(b);
+  b.algorithm = gn::Algorithm::kOneRead;
+  EXPECT_NE(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
+  b.algorithm = gn::Algorithm::kThreePass;
+  EXPECT_EQ(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
+  // A group of 4 × 512 × 512 elements is far more than a block's registers hold.
+  b = gn::BackwardProblem::packed({1, 128, 512, 512}, 32, /*channels_last=*/false);
+  b.algorithm = gn::Algorithm::kAuto;
+  EXPECT_EQ(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
+
+  // Channels last with 10 channels per group: pairs of channels.
   f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/true);
-  f.algorithm = gn::Algorithm::kL2Reread;
+  f.algorithm = gn::Algorithm::kOneRead;
+  EXPECT_NE(Fwd::name(f).find("one_read"), std::string::npos) << Fwd::name(f);
+  // Channels last with 5 channels per group: odd, refused.
+  f = gn::ForwardProblem::packed({2, 40, 16, 16}, 8, /*channels_last=*/true);
+  f.algorithm = gn::Algorithm::kOneRead;
   DeviceBuffer<T> x, y;
   DeviceBuffer<TP> gamma, beta;
   ASSERT_TRUE(x.allocate(f.x.num_elements()).is_ok());
@@ -319,7 +331,7 @@ TYPED_TEST(GroupNormTest, L2RereadWhereItApplies) {
   const typename Fwd::Args args{x.data(), gamma.data(), beta.data(), y.data(), nullptr, nullptr};
   const Status st = Fwd::can_implement(f, args);
   EXPECT_EQ(st.code(), hipgrad::StatusCode::kNotSupported) << st.to_string();
-  EXPECT_NE(st.message().find("L2-reread"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("one-read"), std::string::npos) << st.to_string();
 }
 
 }  // namespace

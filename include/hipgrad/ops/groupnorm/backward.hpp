@@ -1,6 +1,6 @@
 /// @file backward.hpp
-/// @brief GroupNorm backward, fused: dx, dγ and dβ from reread pass of sums over x and dy, optionally
-///        through a fused Swish. BackwardData and BackwardGammaBeta are this op with reread of the
+/// @brief GroupNorm backward, fused: dx, dγ and dβ from one pass of sums over x and dy, optionally
+///        through a fused Swish. BackwardData and BackwardGammaBeta are this op with one of the
 ///        two outputs left out.
 ///
 ///   using Op = hipgrad::groupnorm::Backward<hipgrad::half, float>;
@@ -19,7 +19,6 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/backward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
-#include "hipgrad/ops/groupnorm/detail/l2_reread_planes.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm {
@@ -45,7 +44,7 @@ class Backward {
   static Status can_implement(const BackwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
-    if (a.dx != nullptr) HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, reread_plan(pl, p)));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read_plan(pl, p, a)));
     return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward");
   }
 
@@ -68,20 +67,16 @@ class Backward {
     return detail::check_outputs_disjoint(outputs, inputs);
   }
 
-  /// Enough for a call with or without dx (their layout paths, and so their tilings, may differ).
+  /// Enough for a call with or without dx (their layout paths, and so their tilings, may differ),
+  /// on either path (the one-read path needs the per-(n, c) totals only, which the three-pass
+  /// carve-up starts with).
   static std::size_t workspace_size(const BackwardProblem& p) {
     if (!p.validate().is_ok()) return 0;
     std::size_t bytes = 0;
     for (bool with_dx : {false, true}) {
       detail::WorkspaceCarver carver(nullptr, 0);
-      const Plan pl = plan(p, with_dx);
-      carve(pl, p, carver);
+      carve(plan(p, with_dx), p, carver);
       bytes = carver.used() > bytes ? carver.used() : bytes;
-      if (with_dx && detail::reread_layout(pl, kV)) {
-        detail::WorkspaceCarver reread(nullptr, 0);
-        carve_reread(detail::reread_sizing(p.x, p.groups, kV, kRereadVectors), 0, p, reread);
-        bytes = reread.used() > bytes ? reread.used() : bytes;
-      }
     }
     return bytes;
   }
@@ -91,68 +86,73 @@ class Backward {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward"));
-    if (a.dx != nullptr) {
-      const detail::RereadPlan reread = reread_plan(pl, p);
-      HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, reread));
-      if (reread.usable) return run_reread(reread, p, a, workspace, workspace_bytes, stream);
-    }
+    const detail::OneReadPlan one_read = one_read_plan(pl, p, a);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read));
     detail::WorkspaceCarver carver(workspace, workspace_bytes);
     const Buffers b = carve(pl, p, carver);
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
+    if (one_read.usable) {
+      if (p.activation == Activation::kSwish) return run_one_read<Activation::kSwish>(one_read, pl, p, a, b, stream);
+      return run_one_read<Activation::kIdentity>(one_read, pl, p, a, b, stream);
+    }
     if (p.activation == Activation::kSwish) return run_as<Activation::kSwish>(pl, p, a, b, stream);
     return run_as<Activation::kIdentity>(pl, p, a, b, stream);
   }
 
   static std::string name(const BackwardProblem& p) {
     const Plan pl = plan(p, true);
-    const bool reread = reread_plan(pl, p).usable;
+    const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
-           "_v" + std::to_string(pl.vector) + (reread ? "_l2_reread" : "") + "_" + activation_name(p.activation);
+           "_v" + std::to_string(pl.vector) +
+           (one_read.usable ? "_one_read_b" + std::to_string(one_read.bytes) + "_t" + std::to_string(one_read.threads) : "") +
+           "_" + activation_name(p.activation);
   }
 
  private:
   static constexpr int kThreads = detail::kBlockThreads;
   static constexpr int kGroupThreads = 128;
   static constexpr int kV = kVector16<T>;
-  static constexpr int kRereadVectors = 4;  ///< vectors of x and of dy a lane holds: 4 KB per warp
 
-  using RereadSync = detail::UnitSync<detail::GradientSums, detail::WeightedSums>;
-  using RereadKernel = decltype(&detail::backward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kIdentity>);
-  struct RereadBuffers {
-    RereadSync sync;
-    detail::GradientSums* totals;  ///< per (n, c), for dγ/dβ
+  using Plan = detail::Plan;
+  struct Buffers {
+    detail::GradientSums* partials;
+    detail::GradientSums* totals;
+    detail::DataGradient* coefficients;
   };
 
-  static RereadKernel reread_kernel(Activation activation) {
-    if (activation == Activation::kSwish) return &detail::backward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kSwish>;
-    return &detail::backward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kIdentity>;
+  /// Bytes of x and of dy per thread, and the block sizes their registers allow
+  /// (one_read_planes.hpp): 128 + 128 bytes need more than the 64 registers of a 1024-thread block.
+  using OneRead = detail::OneReadKernels<T, detail::OneReadShape<16, 1024>, detail::OneReadShape<32, 1024>,
+                                         detail::OneReadShape<64, 1024>, detail::OneReadShape<128, 640>>;
+
+  static detail::OneReadPlan one_read_plan(const detail::Plan& pl, const BackwardProblem& p, const Args& a) {
+    return OneRead::plan(p.algorithm, /*forward=*/false, pl, p.x, p.groups, {a.x, a.dy, a.dx});
   }
 
-  static RereadBuffers carve_reread(const detail::RereadTiling& t, Index lag, const BackwardProblem& p,
-                                    detail::WorkspaceCarver& carver) {
-    RereadBuffers b;
-    b.sync = detail::carve_unit_sync<detail::GradientSums, detail::WeightedSums>(t, lag, carver);
-    b.totals = carver.take<detail::GradientSums>(static_cast<std::size_t>(p.x.n() * p.x.c()));
-    return b;
-  }
-
-  /// dx (and the per-(n, c) totals) in reread read of x and dy, then dγ/dβ from the totals.
-  static detail::RereadPlan reread_plan(const detail::Plan& pl, const BackwardProblem& p) {
-    return detail::make_reread_plan(p.algorithm, pl, p.x, p.groups, kV, kRereadVectors, reread_kernel(p.activation));
-  }
-
-  static Status run_reread(const detail::RereadPlan& plan, const BackwardProblem& p, const Args& a,
-                             void* workspace, std::size_t workspace_bytes, hipStream_t stream) {
-    detail::WorkspaceCarver carver(workspace, workspace_bytes);
-    const RereadBuffers b = carve_reread(plan.tiling, plan.lag, p, carver);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
-    HIPGRAD_RETURN_IF_ERROR(detail::clear_unit_sync(b.sync, plan.tiling, stream));
-    reread_kernel(p.activation)<<<plan.blocks, detail::kRereadThreads, 0, stream>>>(
-        a.dy, detail::device_strides(p.dy), a.x, detail::device_strides(p.x), a.dx, detail::device_strides(p.dx),
-        plan.tiling.geometry, plan.tiling.tiles, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
-        a.dgamma ? b.totals : nullptr, b.sync);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_l2_reread_planes");
-    return a.dgamma ? launch_gamma_beta(plan.tiling.geometry, a, b.totals, stream) : Status::ok();
+  /// dx and the per-(n, c) totals in one read of x and dy, then dγ/dβ from the totals.
+  template <Activation kAct>
+  static Status run_one_read(const detail::OneReadPlan& plan, const Plan& pl, const BackwardProblem& p, const Args& a,
+                             const Buffers& b, hipStream_t stream) {
+    const unsigned blocks = static_cast<unsigned>(p.x.n() * p.groups);
+    const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
+                                dxs = detail::device_strides(p.dx);
+    detail::GradientSums* totals = a.dgamma ? b.totals : nullptr;
+    HIPGRAD_RETURN_IF_ERROR(OneRead::visit(plan, [&](auto shape) {
+      using S = decltype(shape);
+      constexpr int kVc = detail::kOneReadChannelVector;
+      if (plan.channels_last) {
+        detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct>
+            <<<blocks, plan.threads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.rows, a.mean, a.rstd,
+                                                  a.gamma, a.beta, p.swish_beta, totals);
+      } else {
+        detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>
+            <<<blocks, plan.threads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.planes, a.mean, a.rstd,
+                                                  a.gamma, a.beta, p.swish_beta, totals);
+      }
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_one_read");
+      return Status::ok();
+    }));
+    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, stream) : Status::ok();
   }
 
   static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals,
@@ -163,12 +163,6 @@ class Backward {
     return Status::ok();
   }
 
-  using Plan = detail::Plan;
-  struct Buffers {
-    detail::GradientSums* partials;
-    detail::GradientSums* totals;
-    detail::DataGradient* coefficients;
-  };
 
   static Plan plan(const BackwardProblem& p, const Args& a) { return plan(p, a.dx != nullptr, {a.x, a.dy, a.dx}); }
 

@@ -17,7 +17,6 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/forward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
-#include "hipgrad/ops/groupnorm/detail/l2_reread_planes.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm {
@@ -41,17 +40,15 @@ class Forward {
   static Status can_implement(const ForwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, reread_plan(pl, p)));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read_plan(pl, p, a)));
     return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward");
   }
 
   static std::size_t workspace_size(const ForwardProblem& p) {
     if (!p.validate().is_ok()) return 0;
-    const Plan pl = plan(p, Args{});
-    detail::WorkspaceCarver three_launch(nullptr, 0), reread(nullptr, 0);
-    carve(pl, p, three_launch);
-    if (detail::reread_layout(pl, kV)) carve_reread(detail::reread_sizing(p.x, p.groups, kV, kRereadVectors), 0, reread);
-    return three_launch.used() > reread.used() ? three_launch.used() : reread.used();
+    detail::WorkspaceCarver three_pass(nullptr, 0);  // the one-read path needs none
+    carve(plan(p, Args{}), p, three_pass);
+    return three_pass.used();
   }
 
   static Status run(const ForwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
@@ -59,9 +56,9 @@ class Forward {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward"));
-    const detail::RereadPlan reread = reread_plan(pl, p);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, reread));
-    if (reread.usable) return run_reread(reread, p, a, workspace, workspace_bytes, stream);
+    const detail::OneReadPlan one_read = one_read_plan(pl, p, a);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read));
+    if (one_read.usable) return run_one_read(one_read, pl, p, a, stream);
     detail::WorkspaceCarver carver(workspace, workspace_bytes);
     const Buffers b = carve(pl, p, carver);
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
@@ -74,44 +71,51 @@ class Forward {
 
   static std::string name(const ForwardProblem& p) {
     const Plan pl = plan(p, Args{});
-    const bool reread = reread_plan(pl, p).usable;
+    const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
-           "_v" + std::to_string(pl.vector) + (reread ? "_l2_reread" : "") + "_" + activation_name(p.activation);
+           "_v" + std::to_string(pl.vector) +
+           (one_read.usable ? "_one_read_b" + std::to_string(one_read.bytes) + "_t" + std::to_string(one_read.threads) : "") +
+           "_" + activation_name(p.activation);
   }
 
  private:
   static constexpr int kThreads = detail::kBlockThreads;
   static constexpr int kStatThreads = 128;
   static constexpr int kV = kVector16<T>;
-  static constexpr int kRereadVectors = 8;  ///< vectors of x a lane holds: 4 KB per warp
+  /// Bytes of x per thread, and the block sizes their registers allow (one_read_planes.hpp).
+  using OneRead = detail::OneReadKernels<T, detail::OneReadShape<16, 1024>, detail::OneReadShape<32, 1024>,
+                                         detail::OneReadShape<64, 1024>, detail::OneReadShape<128, 1024>>;
 
-  using RereadSync = detail::UnitSync<detail::TileMoments, detail::GroupStatistics>;
-  using RereadKernel = decltype(&detail::forward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kIdentity>);
-
-  static RereadKernel reread_kernel(Activation activation) {
-    if (activation == Activation::kSwish) return &detail::forward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kSwish>;
-    return &detail::forward_l2_reread_planes<T, TParam, kV, kRereadVectors, Activation::kIdentity>;
+  static detail::OneReadPlan one_read_plan(const detail::Plan& pl, const ForwardProblem& p, const Args& a) {
+    return OneRead::plan(p.algorithm, /*forward=*/true, pl, p.x, p.groups, {a.x, a.y});
   }
 
-  static RereadSync carve_reread(const detail::RereadTiling& t, Index lag, detail::WorkspaceCarver& carver) {
-    return detail::carve_unit_sync<detail::TileMoments, detail::GroupStatistics>(t, lag, carver);
+  static Status run_one_read(const detail::OneReadPlan& plan, const detail::Plan& pl, const ForwardProblem& p,
+                             const Args& a, hipStream_t stream) {
+    if (p.activation == Activation::kSwish) return run_one_read_as<Activation::kSwish>(plan, pl, p, a, stream);
+    return run_one_read_as<Activation::kIdentity>(plan, pl, p, a, stream);
   }
 
-  static detail::RereadPlan reread_plan(const detail::Plan& pl, const ForwardProblem& p) {
-    return detail::make_reread_plan(p.algorithm, pl, p.x, p.groups, kV, kRereadVectors, reread_kernel(p.activation));
-  }
-
-  static Status run_reread(const detail::RereadPlan& plan, const ForwardProblem& p, const Args& a,
-                             void* workspace, std::size_t workspace_bytes, hipStream_t stream) {
-    detail::WorkspaceCarver carver(workspace, workspace_bytes);
-    const RereadSync sync = carve_reread(plan.tiling, plan.lag, carver);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
-    HIPGRAD_RETURN_IF_ERROR(detail::clear_unit_sync(sync, plan.tiling, stream));
-    reread_kernel(p.activation)<<<plan.blocks, detail::kRereadThreads, 0, stream>>>(
-        a.x, detail::device_strides(p.x), a.y, detail::device_strides(p.y), plan.tiling.geometry, plan.tiling.tiles, a.gamma,
-        a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd, sync);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_l2_reread_planes");
-    return Status::ok();
+  template <Activation kAct>
+  static Status run_one_read_as(const detail::OneReadPlan& plan, const detail::Plan& pl, const ForwardProblem& p,
+                                const Args& a, hipStream_t stream) {
+    const unsigned blocks = static_cast<unsigned>(p.x.n() * p.groups);
+    const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
+    return OneRead::visit(plan, [&](auto shape) {
+      using S = decltype(shape);
+      constexpr int kVc = detail::kOneReadChannelVector;
+      if (plan.channels_last) {
+        detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct>
+            <<<blocks, plan.threads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, plan.rows, a.gamma, a.beta, p.epsilon,
+                                                  p.swish_beta, a.mean, a.rstd);
+      } else {
+        detail::forward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>
+            <<<blocks, plan.threads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, plan.planes, a.gamma, a.beta, p.epsilon,
+                                                  p.swish_beta, a.mean, a.rstd);
+      }
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_one_read");
+      return Status::ok();
+    });
   }
 
   using Plan = detail::Plan;

@@ -191,10 +191,12 @@ inline Status writable(const TensorShape& shape, const char* name) {
 enum class Algorithm {
   /// The measured-fastest choice for the problem (docs/perf-notes.md).
   kAuto,
-  /// One launch: x (and dy) read from memory once for the statistics and a second time, a
-  /// little later, from L2 for the output. Packed planes (NCHW and kin) whose pointers allow
-  /// 16-byte vectors and whose plane size is a multiple of the vector; not_supported otherwise.
-  kL2Reread,
+  /// One launch of one block per (n, group) that holds the group in registers: x (and dy) read
+  /// from memory once. Packed planes (NCHW and kin) whose pointers allow 16-byte vectors, whose
+  /// plane size is a multiple of the vector, and whose groups fit a block (up to 40 K elements of
+  /// x and dy in the backward, 64 K of x in the forward, for 16-bit data; half that for fp32);
+  /// not_supported otherwise.
+  kOneRead,
   /// Sums per tile, then statistics per group, then the output: any layout, x (and dy) read twice.
   kThreePass,
 };
@@ -202,7 +204,7 @@ enum class Algorithm {
 inline const char* algorithm_name(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kAuto: return "auto";
-    case Algorithm::kL2Reread: return "l2_reread";
+    case Algorithm::kOneRead: return "one_read";
     case Algorithm::kThreePass: return "three_pass";
   }
   return "unknown";
@@ -240,7 +242,7 @@ struct BackwardProblem {
   Index groups = 1;
   Activation activation = Activation::kIdentity;
   float swish_beta = 1.0f;
-  Algorithm algorithm = Algorithm::kAuto;  ///< kL2Reread applies to calls that compute dx
+  Algorithm algorithm = Algorithm::kAuto;
 
   static BackwardProblem packed(const std::vector<Index>& lengths, Index groups, bool channels_last);
 

@@ -26,18 +26,22 @@ struct ChannelState {
   float z_scale, z_shift;  ///< z = z_scale·x + z_shift, the forward's pre-activation
 };
 
+HIPGRAD_DEVICE HIPGRAD_INLINE ChannelState make_channel_state(float mean, float rstd, float gamma, float beta) {
+  const float z_scale = gamma * rstd;
+  return ChannelState{mean, rstd, gamma, z_scale, beta - mean * z_scale};
+}
+
+/// β matters only to a fused activation, and may be null without one (then read as 0).
+template <typename TParam>
+HIPGRAD_DEVICE HIPGRAD_INLINE float beta_or_zero(const TParam* beta, Index c) {
+  return beta != nullptr ? type_convert<float>(beta[c]) : 0.0f;
+}
+
 template <typename TParam>
 HIPGRAD_DEVICE HIPGRAD_INLINE ChannelState channel_state(const Geometry& g, Index n, Index c, const float* mean,
                                                          const float* rstd, const TParam* gamma, const TParam* beta) {
-  const Index group = c / g.group_channels;
-  ChannelState s;
-  s.mean = mean[n * g.groups + group];
-  s.rstd = rstd[n * g.groups + group];
-  s.gamma = type_convert<float>(gamma[c]);
-  s.z_scale = s.gamma * s.rstd;
-  // β matters only to a fused activation, and may be null without one.
-  s.z_shift = beta != nullptr ? type_convert<float>(beta[c]) - s.mean * s.z_scale : 0.0f;
-  return s;
+  const Index group = n * g.groups + c / g.group_channels;
+  return make_channel_state(mean[group], rstd[group], type_convert<float>(gamma[c]), beta_or_zero(beta, c));
 }
 
 template <Activation kActivation>

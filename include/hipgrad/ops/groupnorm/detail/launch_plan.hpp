@@ -6,12 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
-#include "hipgrad/ops/groupnorm/detail/unit_sync.hpp"
+#include "hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm::detail {
@@ -157,86 +158,139 @@ Status visit_walk(const Plan& pl, Launch&& launch) {
   return wide ? launch(PlanesWalk<kV, true, kBlockThreads>{}) : launch(PlanesWalk<1, true, kBlockThreads>{});
 }
 
-// ---- L2-reread launches (unit_sync.hpp) ---------------------------------------------------------
+// ---- one-read launches (one_read_planes.hpp, one_read_channels_last.hpp) ------------------------
 
-inline int device_warp_size() {
-  int device = 0, lanes = 0;
-  if (hipGetDevice(&device) != hipSuccess || hipDeviceGetAttribute(&lanes, hipDeviceAttributeWarpSize, device) != hipSuccess) {
-    (void)hipGetLastError();
-    return 0;
-  }
-  return lanes;
-}
+/// One-read blocks are whole warps of the widest target (64 lanes).
+inline constexpr Index kOneReadWarpGranule = 64;
 
-/// Tiles of an L2-reread launch: each plane cut into equal tiles of whole vectors, at most
-/// `capacity` positions each (what a warp holds); a unit is the tiles of one (n, group).
-struct RereadTiling {
-  Geometry geometry;
-  Index tiles = 0, units = 0, unit_tiles = 0;
+/// A one-read kernel instantiation: bytes of each tensor a thread holds, and the most threads a
+/// block may have (its __launch_bounds__, which sets the registers each thread gets).
+template <int Bytes, int MaxThreads>
+struct OneReadShape {
+  static constexpr int kBytes = Bytes;
+  static constexpr int kMaxThreads = MaxThreads;
 };
 
-inline RereadTiling reread_tiling(const TensorShape& x, Index groups, Index capacity, int vector) {
-  const Index spatial = x.spatial_size();
-  const Index per_plane = (spatial + capacity - 1) / capacity;
-  const Index tile = ((spatial + per_plane - 1) / per_plane + vector - 1) / vector * vector;
-  RereadTiling t;
-  t.geometry = make_geometry(x, groups, tile);
-  t.tiles = x.n() * x.c() * t.geometry.tiles_per_sample_channel;
-  t.units = x.n() * groups;
-  t.unit_tiles = t.geometry.group_channels * t.geometry.tiles_per_sample_channel;
-  return t;
-}
-
-/// Whether and how to run an L2-reread kernel.
-struct RereadPlan {
+/// Whether and how to run a one-read kernel: one block of `threads` per (n, group).
+struct OneReadPlan {
   bool usable = false;
-  RereadTiling tiling;
-  Index lag = 0;  ///< tiles between a tile's first and second read
-  unsigned blocks = 0;
+  bool channels_last = false;
+  int bytes = 0;           ///< the OneReadShape to launch
+  OneReadMapping planes;
+  OneReadRows rows;
+  unsigned threads = 0;
 };
 
-/// Packed planes read with the widest vector: the only L2-reread case.
-inline bool reread_layout(const Plan& pl, int widest_vector) {
-  return pl.path == Path::kPlanesPacked && pl.vector == widest_vector;
+inline Index round_up(Index value, Index granule) { return (value + granule - 1) / granule * granule; }
+inline Index greatest_common_divisor(Index a, Index b) { return b == 0 ? a : greatest_common_divisor(b, a % b); }
+
+/// Planes: channel_threads (a power of two) × vectors ≥ the plane's vectors.
+inline bool fit_planes(OneReadPlan& plan, const TensorShape& x, Index groups, int vector, int vectors, int max_threads) {
+  OneReadMapping m;
+  m.plane_vectors = x.spatial_size() / vector;
+  while (m.channel_threads * vectors < m.plane_vectors && m.channel_threads < max_threads) {
+    m.channel_threads *= 2;
+    ++m.channel_shift;
+  }
+  const Index threads = round_up(x.c() / groups * m.channel_threads, kOneReadWarpGranule);
+  if (m.channel_threads * vectors < m.plane_vectors || threads > max_threads) return false;
+  plan.planes = m;
+  plan.threads = static_cast<unsigned>(threads);
+  return true;
 }
 
-/// The tiling that sizes an L2-reread workspace: 32 lanes, the most tiles any warp size gives.
-inline RereadTiling reread_sizing(const TensorShape& x, Index groups, int widest_vector, int vectors_per_lane) {
-  return reread_tiling(x, groups, Index{32} * widest_vector * vectors_per_lane, widest_vector);
+/// Channels last: a multiple of lcm(columns, 64) threads, whose rows × slots cover the positions.
+inline bool fit_rows(OneReadPlan& plan, const TensorShape& x, Index groups, int channel_vector, int slots, int max_threads) {
+  OneReadRows m;
+  m.columns = x.c() / groups / channel_vector;
+  m.positions = x.spatial_size();
+  const Index granule = m.columns / greatest_common_divisor(m.columns, kOneReadWarpGranule) * kOneReadWarpGranule;
+  const Index granule_rows = granule / m.columns;
+  const Index steps = (m.positions + granule_rows * slots - 1) / (granule_rows * slots);
+  const Index threads = steps * granule;
+  if (threads > max_threads) return false;
+  m.rows_per_step = threads / m.columns;
+  plan.rows = m;
+  plan.threads = static_cast<unsigned>(threads);
+  return true;
 }
 
-/// `vectors_per_lane`: vectors a lane of `kernel` holds per tensor. The grid is what the GPU
-/// keeps resident; the lag is a unit plus one tile per warp of the grid, so that the unit of the
-/// tile a warp finishes is, almost always, complete already.
-template <typename Kernel>
-RereadPlan make_reread_plan(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int widest_vector,
-                            int vectors_per_lane, Kernel kernel) {
-  RereadPlan plan;
-  const bool wanted_here = algorithm == Algorithm::kL2Reread && reread_layout(pl, widest_vector);
-  const int lanes = wanted_here ? device_warp_size() : 0;
-  int per_multiprocessor = 0;
-  if (lanes <= 0 || hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kRereadThreads, 0) != hipSuccess) {
-    (void)hipGetLastError();
+/// The one-read instantiations of an op, fewest bytes first.
+template <typename T, typename... Shapes>
+struct OneReadKernels {
+  static constexpr int kV = kVector16<T>;
+  static constexpr int kChannelVector = kOneReadChannelVector;
+
+  /// Packed planes read with 16-byte vectors, or packed channels last with an even number of
+  /// channels per group (and pointers aligned for pairs), whose group fits one of the Shapes; the
+  /// fewest bytes per thread that fit win (the most threads, the fewest registers each).
+  /// kAuto takes the plan only where it measured faster than three-pass (docs/perf-notes.md,
+  /// step 8): channels last when a group's row segment is at least 64 bytes (narrower segments
+  /// leave most of each 32-byte sector to the neighbouring groups' blocks), and, for the
+  /// forward, planes whose slots are at least 90% used (the forward saves a third of its
+  /// traffic, not two fifths, and an idle quarter of the block costs more than that).
+  static OneReadPlan plan(Algorithm algorithm, bool forward, const Plan& pl, const TensorShape& x, Index groups,
+                          std::initializer_list<const void*> pointers) {
+    OneReadPlan plan = fit(algorithm, pl, x, groups, pointers);
+    if (algorithm != Algorithm::kAuto || !plan.usable) return plan;
+    const Index group_channels = x.c() / groups;
+    if (plan.channels_last) {
+      plan.usable = group_channels * static_cast<Index>(sizeof(T)) >= 64;
+    } else if (forward) {
+      const Index slots = plan.planes.channel_threads * (plan.bytes / 16);
+      plan.usable = plan.planes.plane_vectors * 10 >= slots * 9;
+    }
     return plan;
   }
-  plan.tiling = reread_tiling(x, groups, static_cast<Index>(lanes) * widest_vector * vectors_per_lane, widest_vector);
-  const Index warps_per_block = kRereadThreads / lanes;
-  const Index resident = static_cast<Index>(per_multiprocessor) * multiprocessors();
-  const Index wanted = (plan.tiling.tiles + plan.tiling.unit_tiles + warps_per_block - 1) / warps_per_block;
-  const Index blocks = wanted < resident ? wanted : resident;
-  plan.blocks = static_cast<unsigned>(blocks);
-  plan.lag = plan.tiling.unit_tiles + blocks * warps_per_block;
-  // The claim counter runs to tiles + lag + one claim per warp: keep it within 32 bits.
-  plan.usable = blocks > 0 && plan.tiling.tiles + plan.lag + blocks * warps_per_block < (Index{1} << 32);
-  return plan;
-}
 
-/// not_supported when kL2Reread was asked for and cannot be had.
-inline Status check_algorithm(Algorithm algorithm, const RereadPlan& plan) {
-  if (algorithm == Algorithm::kL2Reread && !plan.usable)
+ private:
+  static OneReadPlan fit(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups,
+                         std::initializer_list<const void*> pointers) {
+    OneReadPlan plan;
+    if (algorithm == Algorithm::kThreePass) return plan;
+    const int bytes[] = {Shapes::kBytes...}, max_threads[] = {Shapes::kMaxThreads...};
+    if (pl.path == Path::kPlanesPacked && pl.vector == kV) {
+      for (std::size_t i = 0; i < sizeof...(Shapes) && !plan.usable; ++i) {
+        plan.usable = fit_planes(plan, x, groups, kV, bytes[i] / 16, max_threads[i]);
+        plan.bytes = bytes[i];
+      }
+      return plan;
+    }
+    if (pl.path != Path::kChannelsLast) return plan;
+    plan.channels_last = true;
+    bool aligned = x.c() / groups % kChannelVector == 0;
+    for (const void* p : pointers) aligned = aligned && (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % (kChannelVector * sizeof(T)) == 0);
+    for (std::size_t i = 0; aligned && i < sizeof...(Shapes) && !plan.usable; ++i) {
+      plan.usable = fit_rows(plan, x, groups, kChannelVector, bytes[i] / (kChannelVector * static_cast<int>(sizeof(T))), max_threads[i]);
+      plan.bytes = bytes[i];
+    }
+    return plan;
+  }
+
+ public:
+  /// Calls launch(shape) with the OneReadShape of `plan`; returns its Status.
+  template <typename Launch>
+  static Status visit(const OneReadPlan& plan, Launch&& launch) {
+    Status status = Status::runtime_error("no one-read kernel of " + std::to_string(plan.bytes) + " bytes");
+    bool launched = false;
+    auto try_shape = [&](auto shape) {
+      if (launched || plan.bytes != decltype(shape)::kBytes) return;
+      launched = true;
+      status = launch(shape);
+    };
+    (try_shape(Shapes{}), ...);
+    return status;
+  }
+};
+
+/// not_supported when kOneRead was asked for and cannot be had.
+inline Status check_algorithm(Algorithm algorithm, const OneReadPlan& plan) {
+  if (algorithm == Algorithm::kOneRead && !plan.usable)
     return Status::not_supported(
-        "the L2-reread algorithm needs packed planes (NCHW and kin) with 16-byte aligned pointers and a plane size "
-        "divisible by the vector");
+        "the one-read algorithm needs packed planes (NCHW and kin) with 16-byte aligned pointers and a plane size "
+        "divisible by the vector, or packed channels last (NHWC and kin) with an even number of channels per group and "
+        "pointers aligned for pairs, "
+        "and a group small enough for one block's registers");
   return Status::ok();
 }
 
@@ -263,27 +317,6 @@ inline Status check_workspace(std::size_t needed, const void* workspace, std::si
     return Status::workspace_too_small("needs " + std::to_string(needed) + " bytes, got " + std::to_string(bytes) +
                                        (workspace == nullptr ? " (null)" : ""));
   }
-  return Status::ok();
-}
-
-/// The workspace of an L2-reread launch, which clear_unit_sync sets to 0xff before the launch.
-template <typename Partial, typename Result>
-UnitSync<Partial, Result> carve_unit_sync(const RereadTiling& t, Index lag, WorkspaceCarver& carver) {
-  UnitSync<Partial, Result> sync;
-  sync.counter = carver.take<unsigned>(1);
-  sync.partials = carver.take<Partial>(static_cast<std::size_t>(t.tiles));
-  sync.results = carver.take<Result>(static_cast<std::size_t>(t.units));
-  sync.unit_tiles = t.unit_tiles;
-  sync.lag = lag;
-  return sync;
-}
-
-/// One memset over the counter and both slot arrays, which carve_unit_sync took in a row.
-template <typename Partial, typename Result>
-Status clear_unit_sync(const UnitSync<Partial, Result>& sync, const RereadTiling& t, hipStream_t stream) {
-  const auto begin = reinterpret_cast<unsigned char*>(sync.counter);
-  const auto end = reinterpret_cast<unsigned char*>(sync.results + t.units);
-  HIPGRAD_RETURN_IF_HIP_ERROR(hipMemsetAsync(begin, 0xff, static_cast<std::size_t>(end - begin), stream));
   return Status::ok();
 }
 
