@@ -1,16 +1,18 @@
 /// @file test_groupnorm_large.cpp
 /// @brief A GroupNorm of more than 2^31 elements (64-bit indexing), forward and fused backward,
-///        NCHW and NHWC. Needs ~13 GB of GPU memory and ~13 GB of host memory; skipped otherwise.
+///        NCHW and NHWC, on the three-pass path (a few huge groups) and the one-read path (many
+///        small ones). Needs ~13 GB of GPU memory and ~13 GB of host memory; skipped otherwise.
 ///
 /// A full CPU reference over 2^31 elements would take minutes, so the check is split: the
 /// statistics (and dγ/dβ) are recomputed in double over every element on the host, while y and
-/// dx are compared on a strided sample plus the last 2^15 positions of every channel of the last
-/// sample, which include elements past 2^31 in both layouts.
+/// dx are compared on a strided sample plus the last 2^15 positions (or all, if fewer) of every
+/// channel of the last sample, which include elements past 2^31 in both layouts.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "common/gpu_test.hpp"
@@ -27,9 +29,11 @@ using hipgrad::Index;
 using hipgrad::host::DeviceBuffer;
 namespace gn = hipgrad::groupnorm;
 
-// [N, C, H, W] with N·C·H·W = 2,148,007,936 > 2^31.
-const std::vector<Index> kLengths = {2, 32, 8192, 4097};
-constexpr Index kGroups = 8;
+// [N, C, H, W] with N·C·H·W = 2,148,007,936 > 2^31: groups far larger than a block (three-pass).
+const std::vector<Index> kLargeGroups = {2, 32, 8192, 4097};
+// 65537·32·32·32 = 2,147,516,416 > 2^31 in 65537 groups of 32 K elements (one-read in both
+// layouts: 32 fp16 channels make 64-byte channels-last rows).
+const std::vector<Index> kManyGroups = {65537, 32, 32, 32};
 
 struct Host {
   std::vector<half> x, dy, out;
@@ -44,9 +48,10 @@ struct Layout {
 
 double value(const std::vector<half>& v, Index o) { return static_cast<float>(v[static_cast<std::size_t>(o)]); }
 
-void run_case(bool channels_last) {
+void run_case(const std::vector<Index>& lengths, Index groups, bool channels_last, bool one_read) {
   SCOPED_TRACE(channels_last ? "NHWC" : "NCHW");
-  const Layout L{channels_last, kLengths[0], kLengths[1], kLengths[2] * kLengths[3]};
+  const Layout L{channels_last, lengths[0], lengths[1], lengths[2] * lengths[3]};
+  const Index tail = L.s < (1 << 15) ? L.s : (1 << 15);
   const Index count = L.n * L.c * L.s;
   ASSERT_GT(count, Index{1} << 31);
   std::size_t free_bytes = 0, total_bytes = 0;
@@ -69,33 +74,35 @@ void run_case(bool channels_last) {
   std::vector<float> g(L.c), b(L.c);
   for (Index c = 0; c < L.c; ++c) g[c] = 0.5f + 0.03f * c, b[c] = 0.1f * c - 1.0f;
   for (auto* buf : {&gamma, &beta, &dgamma, &dbeta}) ASSERT_TRUE(buf->allocate(L.c).is_ok());
-  ASSERT_TRUE(mean.allocate(L.n * kGroups).is_ok());
-  ASSERT_TRUE(rstd.allocate(L.n * kGroups).is_ok());
+  ASSERT_TRUE(mean.allocate(L.n * groups).is_ok());
+  ASSERT_TRUE(rstd.allocate(L.n * groups).is_ok());
   ASSERT_TRUE(gamma.copy_from_host(g.data(), L.c).is_ok());
   ASSERT_TRUE(beta.copy_from_host(b.data(), L.c).is_ok());
   ASSERT_TRUE(hipgrad::host::fill_uniform_on_device(x.data(), count, 1).is_ok());
   ASSERT_TRUE(hipgrad::host::fill_uniform_on_device(dy.data(), count, 2).is_ok());
   ASSERT_TRUE(out.fill_bytes(0xff).is_ok());
 
-  const auto fp = gn::ForwardProblem::packed(kLengths, kGroups, channels_last);
-  auto bp = gn::BackwardProblem::packed(kLengths, kGroups, channels_last);
+  const auto fp = gn::ForwardProblem::packed(lengths, groups, channels_last);
+  auto bp = gn::BackwardProblem::packed(lengths, groups, channels_last);
   using Fwd = gn::Forward<half, float>;
   using Bwd = gn::Backward<half, float>;
+  EXPECT_EQ(Fwd::name(fp).find("one_read") != std::string::npos, one_read) << Fwd::name(fp);
+  EXPECT_EQ(Bwd::name(bp).find("one_read") != std::string::npos, one_read) << Bwd::name(bp);
   ASSERT_TRUE(ws.allocate(std::max(Fwd::workspace_size(fp), Bwd::workspace_size(bp))).is_ok());
   auto st = Fwd::run(fp, {x.data(), gamma.data(), beta.data(), out.data(), mean.data(), rstd.data()}, ws.data(), ws.bytes(), nullptr);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_TRUE(x.copy_to_host(h.x.data(), count).is_ok());
   ASSERT_TRUE(dy.copy_to_host(h.dy.data(), count).is_ok());
   ASSERT_TRUE(out.copy_to_host(h.out.data(), count).is_ok());
-  std::vector<float> gpu_mean(L.n * kGroups), gpu_rstd(L.n * kGroups);
+  std::vector<float> gpu_mean(L.n * groups), gpu_rstd(L.n * groups);
   ASSERT_TRUE(mean.copy_to_host(gpu_mean.data(), gpu_mean.size()).is_ok());
   ASSERT_TRUE(rstd.copy_to_host(gpu_rstd.data(), gpu_rstd.size()).is_ok());
 
   // Statistics in double over every element.
-  const Index cg = L.c / kGroups;
-  std::vector<double> ref_mean(L.n * kGroups), ref_rstd(L.n * kGroups);
-  hipgrad::host::parallel_for(0, L.n * kGroups, [&](Index ng) {
-    const Index n = ng / kGroups, c0 = ng % kGroups * cg;
+  const Index cg = L.c / groups;
+  std::vector<double> ref_mean(L.n * groups), ref_rstd(L.n * groups);
+  hipgrad::host::parallel_for(0, L.n * groups, [&](Index ng) {
+    const Index n = ng / groups, c0 = ng % groups * cg;
     double sum = 0, sq = 0;
     for (Index c = c0; c < c0 + cg; ++c)
       for (Index s = 0; s < L.s; ++s) sum += value(h.x, L.offset(n, c, s));
@@ -105,13 +112,13 @@ void run_case(bool channels_last) {
     ref_mean[ng] = m;
     ref_rstd[ng] = 1.0 / std::sqrt(sq / (cg * L.s) + 1e-5);
   });
-  for (Index i = 0; i < L.n * kGroups; ++i) {
+  for (Index i = 0; i < L.n * groups; ++i) {
     EXPECT_NEAR(gpu_mean[i], ref_mean[i], 1e-5) << "group " << i;
     EXPECT_NEAR(gpu_rstd[i], ref_rstd[i], 1e-4 * ref_rstd[i]) << "group " << i;
   }
-  // y on a sample, and on the last 2^15 positions of every channel of the last sample.
+  // y on a sample, and on the last 2^15 (or all) positions of every channel of the last sample.
   auto check_y = [&](Index n, Index c, Index s) {
-    const Index ng = n * kGroups + c / cg;
+    const Index ng = n * groups + c / cg;
     const double ref = g[c] * (value(h.x, L.offset(n, c, s)) - ref_mean[ng]) * ref_rstd[ng] + b[c];
     const double got = value(h.out, L.offset(n, c, s));
     return std::fabs(got - ref) <= 2e-3 * (1.0 + std::fabs(ref));
@@ -119,7 +126,7 @@ void run_case(bool channels_last) {
   Index bad = 0, checked = 0;
   for (Index i = 0; i < count; i += 1009, ++checked) bad += !check_y(i / (L.c * L.s), i / L.s % L.c, i % L.s);
   for (Index c = 0; c < L.c; ++c)
-    for (Index s = L.s - (1 << 15); s < L.s; ++s, ++checked) bad += !check_y(L.n - 1, c, s);
+    for (Index s = L.s - tail; s < L.s; ++s, ++checked) bad += !check_y(L.n - 1, c, s);
   EXPECT_EQ(bad, 0) << "y mismatches among " << checked << " checked elements";
 
   // Fused backward: dx sampled the same way, dγ/dβ over every element.
@@ -134,7 +141,7 @@ void run_case(bool channels_last) {
   ASSERT_TRUE(dbeta.copy_to_host(got_db.data(), L.c).is_ok());
   std::vector<double> s1(L.n * L.c), s2(L.n * L.c);  // Σdy, Σdy·(x − μ) per (n, c)
   hipgrad::host::parallel_for(0, L.n * L.c, [&](Index nc) {
-    const Index n = nc / L.c, c = nc % L.c, ng = n * kGroups + c / cg;
+    const Index n = nc / L.c, c = nc % L.c, ng = n * groups + c / cg;
     double a = 0, q = 0;
     for (Index s = 0; s < L.s; ++s) {
       const double d = value(h.dy, L.offset(n, c, s));
@@ -146,19 +153,19 @@ void run_case(bool channels_last) {
   });
   for (Index c = 0; c < L.c; ++c) {
     double dg = 0, db = 0;
-    for (Index n = 0; n < L.n; ++n) dg += rstd_f[n * kGroups + c / cg] * s2[n * L.c + c], db += s1[n * L.c + c];
+    for (Index n = 0; n < L.n; ++n) dg += rstd_f[n * groups + c / cg] * s2[n * L.c + c], db += s1[n * L.c + c];
     EXPECT_NEAR(got_dg[c], dg, 1e-3 * (1.0 + std::fabs(dg))) << "dgamma " << c;
     EXPECT_NEAR(got_db[c], db, 1e-3 * (1.0 + std::fabs(db))) << "dbeta " << c;
   }
-  std::vector<double> A(L.n * kGroups, 0.0), B(L.n * kGroups, 0.0);
+  std::vector<double> A(L.n * groups, 0.0), B(L.n * groups, 0.0);
   for (Index nc = 0; nc < L.n * L.c; ++nc) {
-    const Index n = nc / L.c, c = nc % L.c, ng = n * kGroups + c / cg;
+    const Index n = nc / L.c, c = nc % L.c, ng = n * groups + c / cg;
     A[ng] += g[c] * s1[nc];
     B[ng] += g[c] * s2[nc];
   }
   const double M = static_cast<double>(cg * L.s);
   auto check_dx = [&](Index n, Index c, Index s) {
-    const Index ng = n * kGroups + c / cg;
+    const Index ng = n * groups + c / cg;
     const double r = rstd_f[ng], xm = value(h.x, L.offset(n, c, s)) - mean_f[ng];
     const double ref = r * g[c] * value(h.dy, L.offset(n, c, s)) - r * A[ng] / M - r * r * r * B[ng] / M * xm;
     return std::fabs(value(h.out, L.offset(n, c, s)) - ref) <= 2e-3 * (1.0 + std::fabs(ref));
@@ -167,18 +174,28 @@ void run_case(bool channels_last) {
   checked = 0;
   for (Index i = 0; i < count; i += 1009, ++checked) bad += !check_dx(i / (L.c * L.s), i / L.s % L.c, i % L.s);
   for (Index c = 0; c < L.c; ++c)
-    for (Index s = L.s - (1 << 15); s < L.s; ++s, ++checked) bad += !check_dx(L.n - 1, c, s);
+    for (Index s = L.s - tail; s < L.s; ++s, ++checked) bad += !check_dx(L.n - 1, c, s);
   EXPECT_EQ(bad, 0) << "dx mismatches among " << checked << " checked elements";
 }
 
 TEST(GroupNormLarge, MoreThan2Pow31ElementsNCHW) {
   HIPGRAD_SKIP_WITHOUT_GPU();
-  run_case(false);
+  run_case(kLargeGroups, 8, /*channels_last=*/false, /*one_read=*/false);
 }
 
 TEST(GroupNormLarge, MoreThan2Pow31ElementsNHWC) {
   HIPGRAD_SKIP_WITHOUT_GPU();
-  run_case(true);
+  run_case(kLargeGroups, 8, /*channels_last=*/true, /*one_read=*/false);
+}
+
+TEST(GroupNormLarge, MoreThan2Pow31ElementsOneReadNCHW) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  run_case(kManyGroups, 1, /*channels_last=*/false, /*one_read=*/true);
+}
+
+TEST(GroupNormLarge, MoreThan2Pow31ElementsOneReadNHWC) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  run_case(kManyGroups, 1, /*channels_last=*/true, /*one_read=*/true);
 }
 
 }  // namespace
