@@ -82,6 +82,10 @@ std::vector<Case> cases() {
       {{4, 64}, 8},               // spatial rank 0
       {{5, 24, 1, 1}, 6},         // spatial 1
       {{2, 6, 131}, 2},           // odd C, prime spatial (no vector path)
+      {{1, 6, 8, 4099}, 3},       // planes of a prime number of vectors, split over a cluster
+      {{2, 16, 128, 128}, 2},     // groups larger than a block: one-read over a cluster
+      {{2, 160, 48, 64}, 16},     // narrow channels-last groups, banded, over a cluster
+      {{1, 8, 131, 257}, 2},      // prime spatial: channels-last rows split unevenly over a cluster
   };
 }
 
@@ -314,6 +318,15 @@ TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
   b = gn::BackwardProblem::packed({1, 128, 512, 512}, 32, /*channels_last=*/false);
   b.algorithm = gn::Algorithm::kAuto;
   EXPECT_EQ(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
+
+  // A group of 8 × 128 × 128 elements: more than a block's registers, not more than a cluster's.
+  f = gn::ForwardProblem::packed({2, 16, 128, 128}, 2, /*channels_last=*/false);
+  f.algorithm = gn::Algorithm::kOneRead;
+  if (hipgrad::cluster_launch_supported()) EXPECT_NE(Fwd::name(f).find("_k"), std::string::npos) << Fwd::name(f);
+  // Channels last with 10 channels per group: bands of adjacent groups.
+  f = gn::ForwardProblem::packed({2, 160, 48, 64}, 16, /*channels_last=*/true);
+  f.algorithm = gn::Algorithm::kOneRead;
+  EXPECT_NE(Fwd::name(f).find("_band"), std::string::npos) << Fwd::name(f);
 
   // Channels last with 10 channels per group: pairs of channels.
   f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/true);

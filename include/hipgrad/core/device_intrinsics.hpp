@@ -113,6 +113,15 @@ HIPGRAD_DEVICE HIPGRAD_INLINE T shfl_xor(const T& value, int lane_mask, int widt
   return detail::shuffle<detail::ShuffleKind::kXor>(value, lane_mask, width);
 }
 
+/// The sum of `value` over each aligned run of `lanes` lanes (a power of two, at most the warp),
+/// returned to every lane of the run. A butterfly adds the same pairs in every lane, so all of
+/// them get the same bits.
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T warp_butterfly_sum(T value, int lanes = warp_size()) {
+  for (int stride = lanes / 2; stride > 0; stride /= 2) value = value + shfl_xor(value, stride);
+  return value;
+}
+
 /// Atomic read-modify-write; return the old value. Results built on atomic_add of floats are
 /// order-dependent: hipgrad's default paths never use them for outputs.
 template <typename T>

@@ -130,11 +130,6 @@ class Gemm {
     hipStream_t stream;
   };
 
-  template <typename Int>
-  static constexpr Int ceil_div(Int a, Int b) {
-    return (a + b - 1) / b;
-  }
-
   static Args aligned_args() {
     alignas(16) static const unsigned char dummy[16] = {};
     return Args{reinterpret_cast<const T*>(dummy), reinterpret_cast<const T*>(dummy), nullptr};

@@ -104,7 +104,7 @@ class Backward {
     const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
            "_v" + std::to_string(pl.vector) +
-           (one_read.usable ? "_one_read_b" + std::to_string(one_read.bytes) + "_t" + std::to_string(one_read.threads) : "") +
+           detail::one_read_name(one_read) +
            "_" + activation_name(p.activation);
   }
 
@@ -133,24 +133,26 @@ class Backward {
   template <Activation kAct>
   static Status run_one_read(const detail::OneReadPlan& plan, const Plan& pl, const BackwardProblem& p, const Args& a,
                              const Buffers& b, hipStream_t stream) {
-    const unsigned blocks = static_cast<unsigned>(p.x.n() * p.groups);
+    const auto blocks = static_cast<unsigned>(plan.blocks()), cluster = static_cast<unsigned>(plan.cluster);
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
     detail::GradientSums* totals = a.dgamma ? b.totals : nullptr;
     HIPGRAD_RETURN_IF_ERROR(OneRead::visit(plan, [&](auto shape) {
       using S = decltype(shape);
       constexpr int kVc = detail::kOneReadChannelVector;
-      if (plan.channels_last) {
-        detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct>
-            <<<blocks, plan.threads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.rows, a.mean, a.rstd,
-                                                  a.gamma, a.beta, p.swish_beta, totals);
-      } else {
-        detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>
-            <<<blocks, plan.threads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.planes, a.mean, a.rstd,
-                                                  a.gamma, a.beta, p.swish_beta, totals);
-      }
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_one_read");
-      return Status::ok();
+      auto rows_kernel = [&](auto split) {
+        return detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct,
+                                                       decltype(split)::value>;
+      };
+      const hipError_t launched =
+          plan.channels_last
+              ? launch_clustered(plan.split() ? rows_kernel(std::true_type{}) : rows_kernel(std::false_type{}), blocks,
+                                 plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.rows, a.mean,
+                                 a.rstd, a.gamma, a.beta, p.swish_beta, totals)
+              : launch_clustered(detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
+                                 blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
+                                 plan.planes, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals);
+      return status_from_hip(launched, "launch of backward_one_read", __FILE__, __LINE__);
     }));
     return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, stream) : Status::ok();
   }

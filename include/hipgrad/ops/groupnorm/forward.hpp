@@ -74,7 +74,7 @@ class Forward {
     const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
            "_v" + std::to_string(pl.vector) +
-           (one_read.usable ? "_one_read_b" + std::to_string(one_read.bytes) + "_t" + std::to_string(one_read.threads) : "") +
+           detail::one_read_name(one_read) +
            "_" + activation_name(p.activation);
   }
 
@@ -99,22 +99,24 @@ class Forward {
   template <Activation kAct>
   static Status run_one_read_as(const detail::OneReadPlan& plan, const detail::Plan& pl, const ForwardProblem& p,
                                 const Args& a, hipStream_t stream) {
-    const unsigned blocks = static_cast<unsigned>(p.x.n() * p.groups);
+    const auto blocks = static_cast<unsigned>(plan.blocks()), cluster = static_cast<unsigned>(plan.cluster);
     const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
     return OneRead::visit(plan, [&](auto shape) {
       using S = decltype(shape);
       constexpr int kVc = detail::kOneReadChannelVector;
-      if (plan.channels_last) {
-        detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct>
-            <<<blocks, plan.threads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, plan.rows, a.gamma, a.beta, p.epsilon,
-                                                  p.swish_beta, a.mean, a.rstd);
-      } else {
-        detail::forward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>
-            <<<blocks, plan.threads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, plan.planes, a.gamma, a.beta, p.epsilon,
-                                                  p.swish_beta, a.mean, a.rstd);
-      }
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_one_read");
-      return Status::ok();
+      auto rows_kernel = [&](auto split) {
+        return detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct,
+                                                      decltype(split)::value>;
+      };
+      const hipError_t launched =
+          plan.channels_last
+              ? launch_clustered(plan.split() ? rows_kernel(std::true_type{}) : rows_kernel(std::false_type{}), blocks,
+                                 plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, a.gamma, a.beta,
+                                 p.epsilon, p.swish_beta, a.mean, a.rstd)
+              : launch_clustered(detail::forward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
+                                 blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.planes, a.gamma,
+                                 a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
+      return status_from_hip(launched, "launch of forward_one_read", __FILE__, __LINE__);
     });
   }
 

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "hipgrad/core/device_intrinsics.hpp"
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/primitives/gemm/epilogue.hpp"
@@ -83,11 +84,6 @@ HIPGRAD_HOST_DEVICE inline TileCoord grouped_tile(int block, int tiles_m, int ti
 }
 
 namespace detail {
-
-template <typename Int>
-HIPGRAD_HOST_DEVICE constexpr Int ceil_div(Int a, Int b) {
-  return (a + b - 1) / b;
-}
 
 /// Copies one operand tile (kMN × kBlockK at (mn_base, k_base)) into a swizzled stage, 16 bytes
 /// per copy; consecutive threads take consecutive chunks of a row, i.e. consecutive addresses.
@@ -281,10 +277,10 @@ __global__ void __launch_bounds__(SimtConfig::kThreads)
   auto* tile_a = reinterpret_cast<typename FragA::Tile*>(tile_a_storage);
   auto* tile_b = reinterpret_cast<typename FragB::Tile*>(tile_b_storage);
 
-  const int tiles_m = detail::ceil_div(a.mn_size(), C::kBlockM), tiles_n = detail::ceil_div(b.mn_size(), C::kBlockN);
+  const int tiles_m = ceil_div(a.mn_size(), C::kBlockM), tiles_n = ceil_div(b.mn_size(), C::kBlockN);
   const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
   const int m_base = tile.m * C::kBlockM, n_base = tile.n * C::kBlockN;
-  const int k_tiles = detail::ceil_div(a.k_size(), C::kBlockK);
+  const int k_tiles = ceil_div(a.k_size(), C::kBlockK);
   const int kt_begin = static_cast<int>(blockIdx.z) * k_tiles_per_split;
   const int kt_count = k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split;
   const int ty = static_cast<int>(threadIdx.x) / 16, tx = static_cast<int>(threadIdx.x) % 16;

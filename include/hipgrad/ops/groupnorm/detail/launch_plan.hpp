@@ -8,11 +8,14 @@
 #include <string>
 #include <type_traits>
 
+#include "hipgrad/core/cluster.hpp"
 #include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
 #include "hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp"
+#include "hipgrad/ops/groupnorm/detail/one_read_planes.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm::detail {
@@ -76,11 +79,11 @@ inline Index choose_tile(Path path, const TensorShape& x, int granule, Index blo
   const Index per_position = last ? block_channels : 1;  // elements per position in one block
   const Index blocks_per_tile = last ? x.n() * column_tiles : x.n() * x.c();
   const Index min_tile = last ? 16 : 512;
-  Index tile = (16384 + per_position - 1) / per_position;
+  Index tile = ceil_div(Index{16384}, per_position);
   tile = tile < min_tile ? min_tile : tile;
   const Index wanted_blocks = 4 * static_cast<Index>(multiprocessors());
-  while (tile / 2 >= min_tile && blocks_per_tile * ((spatial + tile - 1) / tile) < wanted_blocks) tile /= 2;
-  if (!last) tile = (tile + granule - 1) / granule * granule;
+  while (tile / 2 >= min_tile && blocks_per_tile * ceil_div(spatial, tile) < wanted_blocks) tile /= 2;
+  if (!last) tile = round_up(tile, Index{granule});
   return tile;
 }
 
@@ -123,7 +126,7 @@ Plan make_plan(const TensorShape& x, Index groups, const TensorShape* others, in
     pl.blocks = x.n() * column_tiles * pl.geometry.tiles_per_sample_channel;
   } else {
     const Index tiles_per_block = kBlockThreads / pl.plane_threads;
-    pl.blocks = (pl.tiles + tiles_per_block - 1) / tiles_per_block;
+    pl.blocks = ceil_div(pl.tiles, tiles_per_block);
   }
   return pl;
 }
@@ -171,7 +174,8 @@ struct OneReadShape {
   static constexpr int kMaxThreads = MaxThreads;
 };
 
-/// Whether and how to run a one-read kernel: one block of `threads` per (n, group).
+/// Whether and how to run a one-read kernel: a cluster of `cluster` blocks of `threads` per unit
+/// (a group on planes, a band of groups channels last).
 struct OneReadPlan {
   bool usable = false;
   bool channels_last = false;
@@ -179,39 +183,77 @@ struct OneReadPlan {
   OneReadMapping planes;
   OneReadRows rows;
   unsigned threads = 0;
+  Index units = 0;
+  int cluster = 1;
+
+  Index blocks() const { return units * cluster; }
+  /// Channels last: whether a unit is more than one group in one block (the kSplit kernels).
+  bool split() const { return cluster > 1 || rows.band_groups > 1; }
 };
 
-inline Index round_up(Index value, Index granule) { return (value + granule - 1) / granule * granule; }
-inline Index greatest_common_divisor(Index a, Index b) { return b == 0 ? a : greatest_common_divisor(b, a % b); }
+/// "_one_read_b<bytes>_t<threads>[_k<cluster>][_band<groups>]" for op names, "" when not usable.
+inline std::string one_read_name(const OneReadPlan& plan) {
+  if (!plan.usable) return "";
+  std::string name = "_one_read_b" + std::to_string(plan.bytes) + "_t" + std::to_string(plan.threads);
+  if (plan.cluster > 1) name += "_k" + std::to_string(plan.cluster);
+  if (plan.channels_last && plan.rows.band_groups > 1) name += "_band" + std::to_string(plan.rows.band_groups);
+  return name;
+}
 
-/// Planes: channel_threads (a power of two) × vectors ≥ the plane's vectors.
-inline bool fit_planes(OneReadPlan& plan, const TensorShape& x, Index groups, int vector, int vectors, int max_threads) {
+/// Planes: channel_threads (a power of two) × vectors ≥ the block's part of a plane.
+inline bool fit_planes(OneReadPlan& plan, const TensorShape& x, Index groups, int vector, int vectors, int max_threads,
+                       int cluster) {
   OneReadMapping m;
   m.plane_vectors = x.spatial_size() / vector;
-  while (m.channel_threads * vectors < m.plane_vectors && m.channel_threads < max_threads) {
+  m.span = ceil_div(m.plane_vectors, Index{cluster});
+  m.cluster = cluster;
+  if (m.span * (cluster - 1) >= m.plane_vectors) return false;  // a block with nothing to do
+  while (m.channel_threads * vectors < m.span && m.channel_threads < max_threads) {
     m.channel_threads *= 2;
     ++m.channel_shift;
   }
   const Index threads = round_up(x.c() / groups * m.channel_threads, kOneReadWarpGranule);
-  if (m.channel_threads * vectors < m.plane_vectors || threads > max_threads) return false;
+  if (m.channel_threads * vectors < m.span || threads > max_threads) return false;
   plan.planes = m;
   plan.threads = static_cast<unsigned>(threads);
+  plan.units = x.n() * groups;
+  plan.cluster = cluster;
   return true;
 }
 
-/// Channels last: a multiple of lcm(columns, 64) threads, whose rows × slots cover the positions.
-inline bool fit_rows(OneReadPlan& plan, const TensorShape& x, Index groups, int channel_vector, int slots, int max_threads) {
+/// Adjacent groups per channels-last band: the fewest (a divisor of `groups`) whose row segment
+/// is at least 64 bytes, so that it fills whole 32-byte sectors; else as many as the shared
+/// arrays allow.
+inline int choose_band_groups(Index groups, Index group_channels, Index element_bytes) {
+  int band = 1;
+  for (int b = 1; b <= kOneReadMaxBandGroups && b * group_channels <= kOneReadMaxBandChannels; ++b) {
+    if (groups % b != 0) continue;
+    band = b;
+    if (b * group_channels * element_bytes >= 64) break;
+  }
+  return band;
+}
+
+/// Channels last: a multiple of lcm(columns, 64) threads, whose rows × slots cover the block's rows.
+inline bool fit_rows(OneReadPlan& plan, const TensorShape& x, Index groups, int band_groups, int channel_vector,
+                     int slots, int max_threads, int cluster) {
   OneReadRows m;
-  m.columns = x.c() / groups / channel_vector;
+  m.group_columns = x.c() / groups / channel_vector;
+  m.columns = m.group_columns * band_groups;
   m.positions = x.spatial_size();
+  m.span = ceil_div(m.positions, Index{cluster});
+  m.band_groups = band_groups;
+  m.cluster = cluster;
+  if (m.span * (cluster - 1) >= m.positions || m.columns * channel_vector > kOneReadMaxBandChannels) return false;
   const Index granule = m.columns / greatest_common_divisor(m.columns, kOneReadWarpGranule) * kOneReadWarpGranule;
   const Index granule_rows = granule / m.columns;
-  const Index steps = (m.positions + granule_rows * slots - 1) / (granule_rows * slots);
-  const Index threads = steps * granule;
+  const Index threads = ceil_div(m.span, granule_rows * slots) * granule;
   if (threads > max_threads) return false;
   m.rows_per_step = threads / m.columns;
   plan.rows = m;
   plan.threads = static_cast<unsigned>(threads);
+  plan.units = x.n() * groups / band_groups;
+  plan.cluster = cluster;
   return true;
 }
 
@@ -222,23 +264,32 @@ struct OneReadKernels {
   static constexpr int kChannelVector = kOneReadChannelVector;
 
   /// Packed planes read with 16-byte vectors, or packed channels last with an even number of
-  /// channels per group (and pointers aligned for pairs), whose group fits one of the Shapes; the
-  /// fewest bytes per thread that fit win (the most threads, the fewest registers each).
+  /// channels per group (and pointers aligned for pairs), whose unit fits one of the Shapes over
+  /// a cluster: the fewest blocks per cluster (one where the GPU has no clusters), then the
+  /// fewest bytes per thread (the most threads, the fewest registers each), win.
   /// kAuto takes the plan only where it measured faster than three-pass (docs/perf-notes.md,
-  /// step 8): channels last when a group's row segment is at least 64 bytes (narrower segments
-  /// leave most of each 32-byte sector to the neighbouring groups' blocks), and, for the
+  /// steps 8 and 9): channels last when a band's row segment is at least 64 bytes (narrower
+  /// segments leave most of each 32-byte sector to the neighbouring bands' blocks), and, for the
   /// forward, planes whose slots are at least 90% used (the forward saves a third of its
   /// traffic, not two fifths, and an idle quarter of the block costs more than that).
   static OneReadPlan plan(Algorithm algorithm, bool forward, const Plan& pl, const TensorShape& x, Index groups,
                           std::initializer_list<const void*> pointers) {
     OneReadPlan plan = fit(algorithm, pl, x, groups, pointers);
+    plan.usable = plan.usable && plan.blocks() <= 2147483647;  // a 1-D grid
     if (algorithm != Algorithm::kAuto || !plan.usable) return plan;
-    const Index group_channels = x.c() / groups;
-    if (plan.channels_last) {
-      plan.usable = group_channels * static_cast<Index>(sizeof(T)) >= 64;
-    } else if (forward) {
-      const Index slots = plan.planes.channel_threads * (plan.bytes / 16);
-      plan.usable = plan.planes.plane_vectors * 10 >= slots * 9;
+    // Positions a block holds, and how many of them its part of the unit fills.
+    const Index span = plan.channels_last ? plan.rows.span : plan.planes.span;
+    const Index capacity = plan.channels_last ? plan.rows.rows_per_step * (plan.bytes / (kChannelVector * static_cast<Index>(sizeof(T))))
+                                              : plan.planes.channel_threads * (plan.bytes / 16);
+    const bool well_filled = span * 10 >= capacity * 9;
+    if (plan.channels_last) plan.usable = plan.rows.columns * kChannelVector * static_cast<Index>(sizeof(T)) >= 64;
+    if (!plan.channels_last && forward) plan.usable = well_filled;
+    // Clusters paid off for the planes backward and the channels-last forward of bands of at
+    // most two groups, with well-filled blocks and enough of them for several waves; elsewhere
+    // three-pass measured as fast or faster.
+    if (plan.cluster > 1) {
+      const bool measured_faster = plan.channels_last ? forward && plan.rows.band_groups <= 2 : !forward;
+      plan.usable = plan.usable && measured_faster && well_filled && plan.blocks() >= 4 * static_cast<Index>(multiprocessors());
     }
     return plan;
   }
@@ -249,20 +300,25 @@ struct OneReadKernels {
     OneReadPlan plan;
     if (algorithm == Algorithm::kThreePass) return plan;
     const int bytes[] = {Shapes::kBytes...}, max_threads[] = {Shapes::kMaxThreads...};
-    if (pl.path == Path::kPlanesPacked && pl.vector == kV) {
+    const int most_blocks = cluster_launch_supported() ? kPortableClusterBlocks : 1;
+    const bool planes = pl.path == Path::kPlanesPacked && pl.vector == kV;
+    if (!planes && pl.path != Path::kChannelsLast) return plan;
+    const Index group_channels = x.c() / groups;
+    bool aligned = planes || group_channels % kChannelVector == 0;
+    for (const void* p : pointers)
+      aligned = aligned && (planes || p == nullptr || reinterpret_cast<std::uintptr_t>(p) % (kChannelVector * sizeof(T)) == 0);
+    if (!aligned) return plan;
+    plan.channels_last = !planes;
+    const int band = planes ? 1 : choose_band_groups(groups, group_channels, static_cast<Index>(sizeof(T)));
+    const int pair_bytes = kChannelVector * static_cast<int>(sizeof(T));
+    // Fewest blocks first: with the fewest bytes first, units spread over eight blocks of small
+    // slots, which measured up to twice as slow (docs/perf-notes.md, step 9).
+    for (int cluster = 1; cluster <= most_blocks && !plan.usable; cluster *= 2) {
       for (std::size_t i = 0; i < sizeof...(Shapes) && !plan.usable; ++i) {
-        plan.usable = fit_planes(plan, x, groups, kV, bytes[i] / 16, max_threads[i]);
+        plan.usable = planes ? fit_planes(plan, x, groups, kV, bytes[i] / 16, max_threads[i], cluster)
+                             : fit_rows(plan, x, groups, band, kChannelVector, bytes[i] / pair_bytes, max_threads[i], cluster);
         plan.bytes = bytes[i];
       }
-      return plan;
-    }
-    if (pl.path != Path::kChannelsLast) return plan;
-    plan.channels_last = true;
-    bool aligned = x.c() / groups % kChannelVector == 0;
-    for (const void* p : pointers) aligned = aligned && (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % (kChannelVector * sizeof(T)) == 0);
-    for (std::size_t i = 0; aligned && i < sizeof...(Shapes) && !plan.usable; ++i) {
-      plan.usable = fit_rows(plan, x, groups, kChannelVector, bytes[i] / (kChannelVector * static_cast<int>(sizeof(T))), max_threads[i]);
-      plan.bytes = bytes[i];
     }
     return plan;
   }
@@ -290,7 +346,8 @@ inline Status check_algorithm(Algorithm algorithm, const OneReadPlan& plan) {
         "the one-read algorithm needs packed planes (NCHW and kin) with 16-byte aligned pointers and a plane size "
         "divisible by the vector, or packed channels last (NHWC and kin) with an even number of channels per group and "
         "pointers aligned for pairs, "
-        "and a group small enough for one block's registers");
+        "and a group (or band of groups) small enough for the registers of one block, or of a cluster of up to " +
+        std::to_string(kPortableClusterBlocks) + " blocks where the GPU has clusters");
   return Status::ok();
 }
 

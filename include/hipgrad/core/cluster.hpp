@@ -1,0 +1,100 @@
+/// @file cluster.hpp
+/// @brief Thread-block clusters: blocks that run at the same time and read each other's shared
+///        memory (NVIDIA sm_90 and later). Elsewhere a cluster is a block alone: the host asks
+///        cluster_launch_supported() and never plans more than one block per cluster there.
+///
+/// Clusters here are one-dimensional: blocks r·K … r·K + K − 1 of a 1-D grid form one cluster of
+/// K, and a block's rank in it is blockIdx.x % K.
+#pragma once
+
+#include <utility>
+
+#include "hipgrad/core/device_intrinsics.hpp"
+
+namespace hipgrad {
+
+/// The most blocks per cluster that every cluster-capable GPU runs (larger sizes are opt-in).
+inline constexpr int kPortableClusterBlocks = 8;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define HIPGRAD_DEVICE_CLUSTERS 1
+#endif
+
+/// Every thread of every block of the cluster arrives; arrive publishes the caller's earlier
+/// shared-memory writes to the cluster (release), wait makes the others' visible (acquire).
+/// Between the two a thread may do work that touches no peer's shared memory.
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_arrive() {
+#if defined(HIPGRAD_DEVICE_CLUSTERS)
+  __cluster_barrier_arrive();
+#endif
+}
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_wait() {
+#if defined(HIPGRAD_DEVICE_CLUSTERS)
+  __cluster_barrier_wait();
+#endif
+}
+/// A barrier across the cluster (also a barrier across the block).
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_sync() {
+#if defined(HIPGRAD_DEVICE_CLUSTERS)
+  __cluster_barrier_arrive();
+  __cluster_barrier_wait();
+#else
+  block_sync();
+#endif
+}
+
+/// The address of `shared` (a __shared__ object of the caller) in the block of rank `rank`.
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE const T* cluster_peer(const T* shared, int rank) {
+#if defined(HIPGRAD_DEVICE_CLUSTERS)
+  return static_cast<const T*>(__cluster_map_shared_rank(shared, static_cast<unsigned>(rank)));
+#else
+  (void)rank;
+  return shared;
+#endif
+}
+
+/// Whether the current device launches clusters of more than one block.
+inline bool cluster_launch_supported() {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  int device = 0, supported = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return supported != 0;
+#else
+  return false;
+#endif
+}
+
+/// Launches kernel<<<blocks, threads, 0, stream>>>(args…) in clusters of `cluster` blocks
+/// (blocks a multiple of it). A cluster of one is a plain launch, on every backend.
+template <typename... Params, typename... Args>
+hipError_t launch_clustered(void (*kernel)(Params...), unsigned blocks, unsigned threads, unsigned cluster,
+                            hipStream_t stream, Args&&... args) {
+  if (cluster <= 1) {
+    kernel<<<blocks, threads, 0, stream>>>(std::forward<Args>(args)...);
+    return hipGetLastError();
+  }
+#if defined(HIPGRAD_BACKEND_CUDA)
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+#else
+  return hipErrorInvalidValue;
+#endif
+}
+
+}  // namespace hipgrad
