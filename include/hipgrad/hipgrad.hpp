@@ -4,10 +4,12 @@
 #pragma once
 
 #include "hipgrad/core/array.hpp"
+#include "hipgrad/core/cluster.hpp"
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/device_intrinsics.hpp"
 #include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/core/hip_runtime.hpp"
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/strides.hpp"
