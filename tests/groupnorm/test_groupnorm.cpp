@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,7 @@ std::vector<gn::Algorithm> algorithms_for(Layout layout) {
 
 /// Whether a kOneRead run was refused as not applicable (a plane not a multiple of the vector, or
 /// a group too large for a block): the only failure the algorithm choice may add.
-bool one_read_not_applicable(gn::Algorithm algorithm, const Status& st) {
+bool not_applicable(gn::Algorithm algorithm, const Status& st) {
   return algorithm == gn::Algorithm::kOneRead && st.code() == hipgrad::StatusCode::kNotSupported;
 }
 
@@ -163,7 +164,7 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
   poison(workspace);
   const typename Op::Args args{dx.data(), dgamma.data(), dbeta.data(), dy.data(), dmean.data(), drstd.data()};
   const Status st = Op::run(p, args, workspace.data(), workspace.bytes(), nullptr);
-  if (one_read_not_applicable(algorithm, st)) return;
+  if (not_applicable(algorithm, st)) return;
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = c.lengths[1] / c.groups * x.num_elements() / n / c.lengths[1];
@@ -186,6 +187,28 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
     }
   }
 }
+
+/// A backward call's device buffers: inputs uploaded, outputs and workspace allocated (in this
+/// order, for structured bindings).
+template <typename T, typename TP>
+struct BackwardBuffers {
+  DeviceBuffer<T> x, dy;
+  DeviceBuffer<TP> gamma, beta;
+  DeviceBuffer<float> mean, rstd;
+  DeviceBuffer<T> dx;
+  DeviceBuffer<TP> dgamma, dbeta;
+  DeviceBuffer<unsigned char> workspace;
+
+  BackwardBuffers(const Tensor<T>& x_in, const Tensor<T>& dy_in, const Tensor<TP>& gamma_in, const Tensor<TP>& beta_in,
+                  const Tensor<float>& mean_in, const Tensor<float>& rstd_in, std::size_t workspace_bytes)
+      : x(upload(x_in)), dy(upload(dy_in)), gamma(upload(gamma_in)), beta(upload(beta_in)), mean(upload(mean_in)),
+        rstd(upload(rstd_in)) {
+    EXPECT_TRUE(dx.allocate(x_in.storage().size()).is_ok());
+    EXPECT_TRUE(dgamma.allocate(gamma_in.storage().size()).is_ok());
+    EXPECT_TRUE(dbeta.allocate(gamma_in.storage().size()).is_ok());
+    EXPECT_TRUE(workspace.allocate(workspace_bytes).is_ok());
+  }
+};
 
 enum class Outputs { kFused, kDataOnly, kGammaBetaOnly };
 
@@ -219,16 +242,8 @@ void check_backward(const Case& c, Layout layout, Activation act, InitMethod ini
   p.swish_beta = 0.8f;
   p.algorithm = algorithm;
   using Op = gn::Backward<T, TP>;
-  auto d_x = upload(x), d_dy = upload(dy);
-  auto d_gamma = upload(gamma), d_beta = upload(beta);
-  auto d_mean = upload(mean), d_rstd = upload(rstd);
-  DeviceBuffer<T> d_dx;
-  DeviceBuffer<TP> d_dgamma, d_dbeta;
-  DeviceBuffer<unsigned char> workspace;
-  ASSERT_TRUE(d_dx.allocate(dx_ref.storage().size()).is_ok());
-  ASSERT_TRUE(d_dgamma.allocate(channels).is_ok());
-  ASSERT_TRUE(d_dbeta.allocate(channels).is_ok());
-  ASSERT_TRUE(workspace.allocate(Op::workspace_size(p)).is_ok());
+  BackwardBuffers<T, TP> d(x, dy, gamma, beta, mean, rstd, Op::workspace_size(p));
+  auto& [d_x, d_dy, d_gamma, d_beta, d_mean, d_rstd, d_dx, d_dgamma, d_dbeta, workspace] = d;
   poison(d_dx);
   poison(d_dgamma);
   poison(d_dbeta);
@@ -248,7 +263,7 @@ void check_backward(const Case& c, Layout layout, Activation act, InitMethod ini
                               d_dgamma.data(), d_dbeta.data()},
                           workspace.data(), workspace.bytes(), nullptr);
   }
-  if (one_read_not_applicable(algorithm, st)) return;
+  if (not_applicable(algorithm, st)) return;
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = channels / c.groups * x.num_elements() / n / channels;
@@ -298,6 +313,65 @@ TYPED_TEST(GroupNormTest, BackwardDataAndGammaBetaAlone) {
         check_backward<T, TP>(c, layout, Activation::kSwish, InitMethod::kIntegers, o);
 }
 
+/// The same call three times, the workspace poisoned differently before each, gives the same
+/// bits: no result depends on the order blocks ran in, nor on the workspace's old contents.
+template <typename T, typename TP>
+void check_backward_repeatable(const std::vector<Index>& lengths, Index groups, bool channels_last, gn::Algorithm algorithm) {
+  SCOPED_TRACE(std::string(gn::algorithm_name(algorithm)) + (channels_last ? " NHWC " : " NCHW ") +
+               hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups));
+  gn::BackwardProblem p = gn::BackwardProblem::packed(lengths, groups, channels_last);
+  p.algorithm = algorithm;
+  using Op = gn::Backward<T, TP>;
+  const Index channels = lengths[1], stats = lengths[0] * groups;
+  const std::vector<Index> strides(p.x.strides.begin(), p.x.strides.begin() + p.x.rank);
+  Tensor<T> x(lengths, strides), dy(lengths, strides);
+  Tensor<TP> gamma({channels}), beta({channels});
+  Tensor<float> mean({lengths[0], groups}), rstd({lengths[0], groups});
+  fill(x, InitMethod::kDecimals, 31);
+  fill(dy, InitMethod::kDecimals, 32);
+  fill(gamma, InitMethod::kDecimals, 33);
+  fill(beta, InitMethod::kDecimals, 34);
+  fill(mean, InitMethod::kDecimals, 35);
+  fill(rstd, InitMethod::kDecimals, 36);
+  BackwardBuffers<T, TP> d(x, dy, gamma, beta, mean, rstd, Op::workspace_size(p));
+  auto& [d_x, d_dy, d_gamma, d_beta, d_mean, d_rstd, d_dx, d_dgamma, d_dbeta, workspace] = d;
+  ASSERT_GT(stats, 0);
+  Tensor<T> first_dx(lengths, strides), dx_run(lengths, strides);
+  Tensor<TP> first_dgamma({channels}), first_dbeta({channels}), dgamma_run({channels}), dbeta_run({channels});
+  for (int run = 0; run < 3; ++run) {
+    poison(d_dx);
+    poison(d_dgamma);
+    poison(d_dbeta);
+    ASSERT_TRUE(workspace.fill_bytes(static_cast<unsigned char>(0x5a + 0x33 * run)).is_ok());
+    const Status st = Op::run(p, {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(), d_rstd.data(),
+                                  d_dx.data(), d_dgamma.data(), d_dbeta.data()},
+                              workspace.data(), workspace.bytes(), nullptr);
+    if (not_applicable(algorithm, st)) return;
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    Tensor<T>& dx_out = run == 0 ? first_dx : dx_run;
+    Tensor<TP>& dgamma_out = run == 0 ? first_dgamma : dgamma_run;
+    Tensor<TP>& dbeta_out = run == 0 ? first_dbeta : dbeta_run;
+    ASSERT_TRUE(d_dx.copy_to(dx_out).is_ok());
+    ASSERT_TRUE(d_dgamma.copy_to(dgamma_out).is_ok());
+    ASSERT_TRUE(d_dbeta.copy_to(dbeta_out).is_ok());
+    if (run == 0) continue;
+    EXPECT_EQ(std::memcmp(first_dx.data(), dx_run.data(), first_dx.storage().size() * sizeof(T)), 0) << "dx, run " << run;
+    EXPECT_EQ(std::memcmp(first_dgamma.data(), dgamma_run.data(), channels * sizeof(TP)), 0) << "dgamma, run " << run;
+    EXPECT_EQ(std::memcmp(first_dbeta.data(), dbeta_run.data(), channels * sizeof(TP)), 0) << "dbeta, run " << run;
+  }
+}
+
+TYPED_TEST(GroupNormTest, BackwardIsBitwiseRepeatable) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  for (gn::Algorithm algorithm : {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead}) {
+    check_backward_repeatable<T, TP>({6, 160, 40, 48}, 16, /*channels_last=*/true, algorithm);   // banded, over a cluster
+    check_backward_repeatable<T, TP>({3, 64, 72, 72}, 8, /*channels_last=*/false, algorithm);
+    check_backward_repeatable<T, TP>({200, 48, 6, 6}, 4, /*channels_last=*/false, algorithm);    // dγ/dβ over many samples
+  }
+}
+
 // kOneRead runs the one-read kernels for packed planes with aligned pointers, a plane of whole
 // vectors and a group that fits a block, and is refused with a reason where they do not apply.
 TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
@@ -306,34 +380,39 @@ TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
   using TP = typename TypeParam::Param;
   using Fwd = gn::Forward<T, TP>;
   using Bwd = gn::Backward<T, TP>;
-  gn::ForwardProblem f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/false);
-  f.algorithm = gn::Algorithm::kOneRead;
-  EXPECT_NE(Fwd::name(f).find("one_read"), std::string::npos) << Fwd::name(f);
-  gn::BackwardProblem b = gn::BackwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/false);
-  b.algorithm = gn::Algorithm::kOneRead;
-  EXPECT_NE(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
-  b.algorithm = gn::Algorithm::kThreePass;
-  EXPECT_EQ(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
+  // The op name of a packed problem run with `algorithm` (it says which kernels run).
+  auto forward_name = [](std::vector<Index> lengths, Index groups, bool channels_last, gn::Algorithm algorithm) {
+    gn::ForwardProblem f = gn::ForwardProblem::packed(lengths, groups, channels_last);
+    f.algorithm = algorithm;
+    return Fwd::name(f);
+  };
+  auto backward_name = [](std::vector<Index> lengths, Index groups, bool channels_last, gn::Algorithm algorithm) {
+    gn::BackwardProblem b = gn::BackwardProblem::packed(lengths, groups, channels_last);
+    b.algorithm = algorithm;
+    return Bwd::name(b);
+  };
+  auto has = [](const std::string& name, const char* part) { return name.find(part) != std::string::npos; };
+  const gn::Algorithm one_read = gn::Algorithm::kOneRead;
+  std::string name = forward_name({2, 40, 16, 16}, 4, false, one_read);
+  EXPECT_TRUE(has(name, "one_read")) << name;
+  name = backward_name({2, 40, 16, 16}, 4, false, one_read);
+  EXPECT_TRUE(has(name, "one_read")) << name;
+  name = backward_name({2, 40, 16, 16}, 4, false, gn::Algorithm::kThreePass);
+  EXPECT_FALSE(has(name, "one_read")) << name;
   // A group of 4 × 512 × 512 elements is far more than a block's registers hold.
-  b = gn::BackwardProblem::packed({1, 128, 512, 512}, 32, /*channels_last=*/false);
-  b.algorithm = gn::Algorithm::kAuto;
-  EXPECT_EQ(Bwd::name(b).find("one_read"), std::string::npos) << Bwd::name(b);
-
+  name = backward_name({1, 128, 512, 512}, 32, false, gn::Algorithm::kAuto);
+  EXPECT_FALSE(has(name, "one_read")) << name;
   // A group of 8 × 128 × 128 elements: more than a block's registers, not more than a cluster's.
-  f = gn::ForwardProblem::packed({2, 16, 128, 128}, 2, /*channels_last=*/false);
-  f.algorithm = gn::Algorithm::kOneRead;
-  if (hipgrad::cluster_launch_supported()) EXPECT_NE(Fwd::name(f).find("_k"), std::string::npos) << Fwd::name(f);
+  name = forward_name({2, 16, 128, 128}, 2, false, one_read);
+  if (hipgrad::cluster_launch_supported()) EXPECT_TRUE(has(name, "_k")) << name;
   // Channels last with 10 channels per group: bands of adjacent groups.
-  f = gn::ForwardProblem::packed({2, 160, 48, 64}, 16, /*channels_last=*/true);
-  f.algorithm = gn::Algorithm::kOneRead;
-  EXPECT_NE(Fwd::name(f).find("_band"), std::string::npos) << Fwd::name(f);
-
+  name = forward_name({2, 160, 48, 64}, 16, true, one_read);
+  EXPECT_TRUE(has(name, "_band")) << name;
   // Channels last with 10 channels per group: pairs of channels.
-  f = gn::ForwardProblem::packed({2, 40, 16, 16}, 4, /*channels_last=*/true);
-  f.algorithm = gn::Algorithm::kOneRead;
-  EXPECT_NE(Fwd::name(f).find("one_read"), std::string::npos) << Fwd::name(f);
+  name = forward_name({2, 40, 16, 16}, 4, true, one_read);
+  EXPECT_TRUE(has(name, "one_read")) << name;
   // Channels last with 5 channels per group: odd, refused.
-  f = gn::ForwardProblem::packed({2, 40, 16, 16}, 8, /*channels_last=*/true);
+  gn::ForwardProblem f = gn::ForwardProblem::packed({2, 40, 16, 16}, 8, /*channels_last=*/true);
   f.algorithm = gn::Algorithm::kOneRead;
   DeviceBuffer<T> x, y;
   DeviceBuffer<TP> gamma, beta;

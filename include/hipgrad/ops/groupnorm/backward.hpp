@@ -137,18 +137,15 @@ class Backward {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
     detail::GradientSums* totals = a.dgamma ? b.totals : nullptr;
-    HIPGRAD_RETURN_IF_ERROR(OneRead::visit(plan, [&](auto shape) {
+    HIPGRAD_RETURN_IF_ERROR(OneRead::visit(plan, [&](auto shape, auto split) {
       using S = decltype(shape);
       constexpr int kVc = detail::kOneReadChannelVector;
-      auto rows_kernel = [&](auto split) {
-        return detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct,
-                                                       decltype(split)::value>;
-      };
       const hipError_t launched =
           plan.channels_last
-              ? launch_clustered(plan.split() ? rows_kernel(std::true_type{}) : rows_kernel(std::false_type{}), blocks,
-                                 plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.rows, a.mean,
-                                 a.rstd, a.gamma, a.beta, p.swish_beta, totals)
+              ? launch_clustered(detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T),
+                                                                         S::kMaxThreads, kAct, decltype(split)::value>,
+                                 blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.rows,
+                                 a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals)
               : launch_clustered(detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
                                  blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
                                  plan.planes, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals);
@@ -159,7 +156,8 @@ class Backward {
 
   static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals,
                                   hipStream_t stream) {
-    const unsigned threads = 256, blocks = static_cast<unsigned>((g.c + threads - 1) / threads);
+    const unsigned threads = detail::gamma_beta_threads(g.n);
+    const auto blocks = static_cast<unsigned>(ceil_div(g.c, Index{detail::kGammaBetaChannels}));
     detail::backward_gamma_beta<TParam><<<blocks, threads, 0, stream>>>(totals, g, a.rstd, a.dgamma, a.dbeta);
     HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_gamma_beta");
     return Status::ok();

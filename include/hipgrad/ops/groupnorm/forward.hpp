@@ -101,18 +101,15 @@ class Forward {
                                 const Args& a, hipStream_t stream) {
     const auto blocks = static_cast<unsigned>(plan.blocks()), cluster = static_cast<unsigned>(plan.cluster);
     const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
-    return OneRead::visit(plan, [&](auto shape) {
+    return OneRead::visit(plan, [&](auto shape, auto split) {
       using S = decltype(shape);
       constexpr int kVc = detail::kOneReadChannelVector;
-      auto rows_kernel = [&](auto split) {
-        return detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct,
-                                                      decltype(split)::value>;
-      };
       const hipError_t launched =
           plan.channels_last
-              ? launch_clustered(plan.split() ? rows_kernel(std::true_type{}) : rows_kernel(std::false_type{}), blocks,
-                                 plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, a.gamma, a.beta,
-                                 p.epsilon, p.swish_beta, a.mean, a.rstd)
+              ? launch_clustered(detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads,
+                                                                        kAct, decltype(split)::value>,
+                                 blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, a.gamma,
+                                 a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd)
               : launch_clustered(detail::forward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
                                  blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.planes, a.gamma,
                                  a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);

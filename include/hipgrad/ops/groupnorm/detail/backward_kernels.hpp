@@ -172,21 +172,41 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[n * g.c + c0 + i] = DataGradient{rs * type_convert<float>(gamma[c0 + i]), q, r};
 }
 
-/// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c], summed over n in order.
+/// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c]. A block takes kGammaBetaChannels adjacent
+/// channels (a warp reads a row of totals at once) and min(N, kGammaBetaMaxRows) rows of samples
+/// (blockDim.x / kGammaBetaChannels): row r sums n = r, r + rows, … in order, then the rows are
+/// added in order, so the bits depend on the sizes only. One thread per channel walking all N in
+/// sequence was a chain of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward.
+inline constexpr int kGammaBetaChannels = 32;
+inline constexpr int kGammaBetaMaxRows = 16;
+
+inline unsigned gamma_beta_threads(Index n) {
+  return static_cast<unsigned>(kGammaBetaChannels * (n < kGammaBetaMaxRows ? n : kGammaBetaMaxRows));
+}
+
 template <typename TParam>
-__global__ void backward_gamma_beta(const GradientSums* __restrict__ totals, Geometry g, const float* __restrict__ rstd,
-                                    TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
-  const Index c = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= g.c) return;
-  const Index group = c / g.group_channels;
-  float dg = 0.0f, db = 0.0f;
-  for (Index n = 0; n < g.n; ++n) {
-    const GradientSums t = totals[n * g.c + c];
-    dg += rstd[n * g.groups + group] * t[1];
-    db += t[0];
+__global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
+    backward_gamma_beta(const GradientSums* __restrict__ totals, Geometry g, const float* __restrict__ rstd,
+                        TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
+  const int rows = static_cast<int>(blockDim.x) / kGammaBetaChannels;
+  const int lane = static_cast<int>(threadIdx.x) % kGammaBetaChannels, row = static_cast<int>(threadIdx.x) / kGammaBetaChannels;
+  const Index c = static_cast<Index>(blockIdx.x) * kGammaBetaChannels + lane;
+  GradientSums sums{{0.0f, 0.0f}};  // (Σ S1, Σ rstd·S2) over this row's samples
+  if (c < g.c) {
+    const Index group = c / g.group_channels;
+    for (Index n = row; n < g.n; n += rows) {
+      const GradientSums t = totals[n * g.c + c];
+      sums[0] += t[0];
+      sums[1] += rstd[n * g.groups + group] * t[1];
+    }
   }
-  dgamma[c] = type_convert<TParam>(dg);
-  dbeta[c] = type_convert<TParam>(db);
+  __shared__ GradientSums row_sums[kGammaBetaMaxRows][kGammaBetaChannels];
+  row_sums[row][lane] = sums;
+  block_sync();
+  if (row != 0 || c >= g.c) return;
+  for (int r = 1; r < rows; ++r) sums = sums + row_sums[r][lane];
+  dgamma[c] = type_convert<TParam>(sums[1]);
+  dbeta[c] = type_convert<TParam>(sums[0]);
 }
 
 // ---- dx ----------------------------------------------------------------------------------------

@@ -324,7 +324,8 @@ struct OneReadKernels {
   }
 
  public:
-  /// Calls launch(shape) with the OneReadShape of `plan`; returns its Status.
+  /// Calls launch(shape, split) with the OneReadShape of `plan` and std::bool_constant of
+  /// plan.split() (which channels-last kernel: see the kSplit kernels); returns its Status.
   template <typename Launch>
   static Status visit(const OneReadPlan& plan, Launch&& launch) {
     Status status = Status::runtime_error("no one-read kernel of " + std::to_string(plan.bytes) + " bytes");
@@ -332,7 +333,7 @@ struct OneReadKernels {
     auto try_shape = [&](auto shape) {
       if (launched || plan.bytes != decltype(shape)::kBytes) return;
       launched = true;
-      status = launch(shape);
+      status = plan.split() ? launch(shape, std::true_type{}) : launch(shape, std::false_type{});
     };
     (try_shape(Shapes{}), ...);
     return status;
