@@ -371,8 +371,8 @@ TYPED_TEST(GroupNormTest, BackwardIsBitwiseRepeatable) {
   }
 }
 
-// kOneRead runs the one-read kernels for packed planes with aligned pointers, a plane of whole
-// vectors and a group that fits a block, and is refused with a reason where they do not apply.
+// kOneRead runs the one-read kernels for packed planes and packed channels last (over a cluster
+// or a band where a group needs it), and is refused with a reason where they do not apply.
 TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Data;

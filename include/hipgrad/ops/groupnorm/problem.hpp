@@ -191,11 +191,14 @@ inline Status writable(const TensorShape& shape, const char* name) {
 enum class Algorithm {
   /// The measured-fastest choice for the problem (docs/perf-notes.md).
   kAuto,
-  /// One launch of one block per (n, group) that holds the group in registers: x (and dy) read
-  /// from memory once. Packed planes (NCHW and kin) whose pointers allow 16-byte vectors, whose
-  /// plane size is a multiple of the vector, and whose groups fit a block (up to 40 K elements of
-  /// x and dy in the backward, 64 K of x in the forward, for 16-bit data; half that for fp32);
-  /// not_supported otherwise.
+  /// One launch whose blocks hold a unit in registers: x (and dy) read from memory once. A unit
+  /// is a group (planes) or a band of adjacent groups (channels last); it spans one block, or on
+  /// GPUs with thread-block clusters (sm_90) up to 8 blocks that add their partial sums through
+  /// each other's shared memory. Packed planes (NCHW and kin) with 16-byte aligned pointers and a
+  /// plane size divisible by the vector, or packed channels last (NHWC and kin) with an even
+  /// number of channels per group and pointers aligned for pairs, and a unit that fits (about 40 K
+  /// elements of x and dy per block in the backward, 64 K of x in the forward, for 16-bit data;
+  /// half that for fp32); not_supported, with the reason, otherwise.
   kOneRead,
   /// Sums per tile, then statistics per group, then the output: any layout, x (and dy) read twice.
   kThreePass,
