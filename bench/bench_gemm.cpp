@@ -88,10 +88,8 @@ Status measure_16bit(const char* dtype, Index size, const Options& o) {
   HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
   HIPGRAD_RETURN_IF_ERROR((measure<T, hg::DefaultConfigFor<T>>(dtype, size, false, b, o)));
   if (!o.all_configs) return Status::ok();
-  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<128, 256, 32, 2, 4, 3>>(dtype, size, false, b, o)));
-  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<256, 128, 32, 4, 2, 4>>(dtype, size, false, b, o)));
-  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<128, 128, 32, 2, 2, 4>>(dtype, size, false, b, o)));
-  return measure<T, hg::Config<128, 256, 64, 2, 4, 3>>(dtype, size, false, b, o);
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::MmaSyncConfigFor<T>>(dtype, size, false, b, o)));
+  return measure<T, hg::Config<256, 128, 64, 4, 2, 4>>(dtype, size, false, b, o);
 }
 
 Status measure_fp32(Index size, bool tf32, const Options& o) {
@@ -100,9 +98,8 @@ Status measure_fp32(Index size, bool tf32, const Options& o) {
   const char* dtype = tf32 ? "tf32" : "fp32";
   HIPGRAD_RETURN_IF_ERROR((measure<float, hg::DefaultConfigFor<float>>(dtype, size, tf32, b, o)));
   if (!tf32 || !o.all_configs) return Status::ok();
-  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 256, 16, 2, 4, 3>>(dtype, size, tf32, b, o)));
-  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 128, 32, 2, 2, 3>>(dtype, size, tf32, b, o)));
-  return measure<float, hg::Config<128, 128, 16, 2, 2, 4>>(dtype, size, tf32, b, o);
+  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::MmaSyncConfigFor<float>>(dtype, size, tf32, b, o)));
+  return measure<float, hg::Config<128, 256, 16, 2, 4, 8>>(dtype, size, tf32, b, o);
 }
 
 Status run(const std::string& dtype, Index size, const Options& o) {

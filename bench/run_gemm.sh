@@ -16,7 +16,7 @@ mkdir -p "$out"
 
 # Resource usage of every GEMM kernel in the binary (what `nvcc -Xptxas -v` reports): registers,
 # shared memory, stack and spills, one line per kernel with its demangled name shortened.
-echo "== GEMM kernel resources (cuobjdump --dump-resource-usage, sm_90) =="
+echo "== GEMM kernel resources (cuobjdump --dump-resource-usage, sm_90a) =="
 cuobjdump --dump-resource-usage "$build/bench/bench_gemm" 2>/dev/null | c++filt |
   awk '/Function/ {name=$0; sub(/.*Function /, "", name); sub(/\(hipgrad::gemm::DenseOperand.*/, "", name); next}
        /REG:/ && name ~ /gemm|reduce_split_k/ {print name; print "    " $0; name=""}' |

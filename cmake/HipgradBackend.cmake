@@ -1,7 +1,8 @@
 # Chooses the GPU backend and makes its compiler and libraries available.
 #
 #   HIPGRAD_BACKEND   AUTO (default), CUDA or HIP
-#     CUDA: nvcc through CMake's CUDA language; CMAKE_CUDA_ARCHITECTURES defaults to 90.
+#     CUDA: nvcc through CMake's CUDA language; CMAKE_CUDA_ARCHITECTURES defaults to 90a (sm_90 with
+#           its architecture-specific instructions, which the GEMM's wgmma mainloop needs).
 #           CUB ships with the CUDA toolkit.
 #     HIP:  hipcc as the C++ compiler (-DCMAKE_CXX_COMPILER=hipcc), find_package(hip) and
 #           find_package(rocprim); GPU_TARGETS defaults to gfx90a;gfx940.
@@ -32,7 +33,7 @@ endif()
 
 if(HIPGRAD_BACKEND STREQUAL "CUDA")
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 90)
+    set(CMAKE_CUDA_ARCHITECTURES 90a)
   endif()
   enable_language(CUDA)
   if(NOT DEFINED CMAKE_CUDA_STANDARD)

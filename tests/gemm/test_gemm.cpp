@@ -83,9 +83,12 @@ Tensor<T> matrix_tensor(const hg::MatrixDesc& d) {
   return Tensor<T>({d.rows, d.cols}, {d.row_stride(), d.col_stride()});
 }
 
-/// Tolerance for decimal data: the type's default, and for TF32 the rounding of each input to a
-/// 10-bit mantissa (relative 2^-11 each, so 2^-10 per product, summed like a random walk; twice
-/// that, since the largest of ~10^5 elements lies beyond 4 standard deviations).
+/// Tolerance for decimal data: the type's default, and for TF32 the reduction of each input to a
+/// 10-bit mantissa: relative 2^-11 each when rounded (mma.sync), and with wgmma one operand
+/// rounded and the one read from shared memory truncated (below 2^-10), so at most 1.5·2^-10 per
+/// product of inputs in [-1, 1], on average (|ab| = 1/4) well under 2^-10; the per-product
+/// errors add like a random walk, and 2^-9·√K covers twice it (the largest of ~10^5 elements lies
+/// beyond 4 standard deviations).
 template <typename T>
 Tolerance decimal_tolerance(Index k, bool tf32) {
   Tolerance t = default_tolerance<T>(k);
@@ -97,9 +100,9 @@ Tolerance decimal_tolerance(Index k, bool tf32) {
 }
 
 /// Runs `p` once on the GPU and compares C with the reference.
-template <typename T>
+template <typename T, typename Cfg = hg::DefaultConfigFor<T>>
 void check_gemm(const hg::Problem& p, InitMethod init, bool expect_matrix_path) {
-  using Op = hg::Gemm<T>;
+  using Op = hg::Gemm<T, Cfg>;
   SCOPED_TRACE(p.to_string() + " lda " + std::to_string(p.a().leading_dimension()) + " alpha " +
                std::to_string(p.alpha) + " beta " + std::to_string(p.beta) + " split_k " + std::to_string(p.split_k) +
                (p.allow_tf32 ? " tf32 " : " ") + init_method_name(init));
@@ -204,6 +207,29 @@ TYPED_TEST(GemmTest, SplitKPartialsAddUpInAFixedOrder) {
       p.beta = 1.0f;
       check_gemm<T>(p, InitMethod::kIntegers, matrix_path_expected<T>(p, l.padded));
       check_gemm<T>(p, InitMethod::kDecimals, matrix_path_expected<T>(p, l.padded));
+    }
+  }
+}
+
+/// A second tile configuration per type: for fp16/bf16 two warpgroups of 128 × 128 rows (two
+/// 64-row wgmmas each, N = 128), for TF32 one warpgroup of a 128 × 128 tile (with B row-major the
+/// swapped Cᵀ product).
+template <typename T>
+using SecondConfig = std::conditional_t<std::is_same_v<T, float>, hg::Config<128, 128, 32, 2, 2, 4>,
+                                        hg::Config<256, 128, 64, 4, 2, 4>>;
+
+TYPED_TEST(GemmTest, SecondTileConfigEveryLayout) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  if (std::is_same_v<T, float> && !TypeParam::kAllowTf32) GTEST_SKIP() << "exact fp32 has one (SIMT) configuration";
+  for (const Size& s : {Size{67, 131, 257}, Size{300, 260, 200}, Size{1, 1, 1}}) {
+    for (const LayoutCase& l : layout_cases()) {
+      if (!l.padded) continue;
+      const hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        check_gemm<T, SecondConfig<T>>(p, init, matrix_path_expected<T>(p, true));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
     }
   }
 }

@@ -2,8 +2,10 @@
 /// @brief CPU checks of the tile GEMM's index math, which the GPU cannot show directly: the
 ///        swizzled tiles are bijections without bank conflicts for the copies and the ldmatrix
 ///        reads, an emulated ldmatrix.x4 on a swizzled tile hands every lane the elements that
-///        the PTX fragment layouts of mma.m16n8k16 / m16n8k8.tf32 prescribe, the accumulator maps
-///        cover their atoms once, and the grouped block order visits every tile once.
+///        the PTX fragment layouts of mma.m16n8k16 / m16n8k8.tf32 prescribe, the wgmma
+///        descriptors address each element where the tile stores it (the PTX canonical layouts),
+///        the accumulator maps cover their atoms once, and the grouped block order visits every
+///        tile once.
 
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 #include "hipgrad/primitives/gemm/mma_atom.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
+#include "hipgrad/primitives/gemm/wgmma_atom.hpp"
 
 namespace {
 
@@ -142,6 +145,8 @@ TEST(GemmLayout, SwizzledTilesAndLdmatrixFragments16Bit) {
   check_tile<hg::OperandTile<hipgrad::half, 128, 32, false>>();   // A col-major / B row-major, 256-byte rows
   check_tile<hg::OperandTile<hipgrad::half, 256, 32, false>>();
   check_tile<hg::OperandTile<hipgrad::bfloat16, 64, 16, false>>();
+  check_tile<hg::OperandTile<hipgrad::half, 256, 64, false>>();   // B row-major of the default: 512-byte rows in panels
+  check_tile<hg::OperandTile<hipgrad::half, 128, 128, true>>();   // 256-byte K rows in two panels
 }
 
 TEST(GemmLayout, SwizzledTilesAndLdmatrixFragmentsTf32) {
@@ -149,6 +154,55 @@ TEST(GemmLayout, SwizzledTilesAndLdmatrixFragmentsTf32) {
   check_tile<hg::OperandTile<float, 256, 16, true>>();
   check_tile<hg::OperandTile<float, 128, 32, true>>();
   check_tile_is_bijection<hg::OperandTile<float, 128, 16, false>>();  // read element by element
+  check_tile_is_bijection<hg::OperandTile<float, 256, 32, false>>();  // 1024-byte rows in panels
+}
+
+/// The byte a wgmma reads for element (i, j) of the block it is given (i along MN, j along K),
+/// from the descriptor fields as the PTX ISA's canonical layouts define them: K-major,
+/// (i / 8)·stride + (i % 8)·width + j·size; MN-major, (i / P)·leading + (j / 8)·stride +
+/// (j % 8)·width + (i % P)·size with P elements per width; then the swizzle of the width XORs
+/// address bits 4.. with bits 7.. of the (1024-byte aligned) tile offset.
+int wgmma_reads(const hg::WgmmaBlock& b, bool k_major, int element_bytes, int i, int j) {
+  const int width = b.swizzle_bytes, per_width = width / element_bytes;
+  const int unswizzled = k_major ? static_cast<int>(b.start) + (i / 8) * static_cast<int>(b.stride) + (i % 8) * width +
+                                       j * element_bytes
+                                 : static_cast<int>(b.start) + (i / per_width) * static_cast<int>(b.leading) +
+                                       (j / 8) * static_cast<int>(b.stride) + (j % 8) * width + (i % per_width) * element_bytes;
+  const int mask = width / 16 - 1;
+  return unswizzled ^ (((unswizzled >> 7) & mask) << 4);
+}
+
+/// Every wgmma block of a tile (MN blocks of kMN rows, K steps of 32 bytes) reads, per the
+/// descriptor wgmma_block gives, exactly the bytes where Tile::offset put the elements.
+template <typename Tile, int kMN>
+void check_wgmma_blocks() {
+  static_assert(hg::wgmma_readable<Tile, kMN>(), "the tile should be wgmma-readable");
+  const int k_step = 32 / Tile::kElementBytes;
+  for (int mn0 = 0; mn0 < Tile::kMN; mn0 += kMN) {
+    for (int k0 = 0; k0 < Tile::kK; k0 += k_step) {
+      const hg::WgmmaBlock b = hg::wgmma_block<Tile>(mn0, k0);
+      ASSERT_EQ(b.start % 16, 0u);
+      ASSERT_EQ(hg::wgmma_descriptor(b.start, b.leading, b.stride, b.swizzle_bytes) >> 62,
+                b.swizzle_bytes == 128 ? 1u : b.swizzle_bytes == 64 ? 2u : 3u);
+      for (int i = 0; i < kMN; ++i)
+        for (int j = 0; j < k_step; ++j)
+          ASSERT_EQ(wgmma_reads(b, Tile::kKContiguous, Tile::kElementBytes, i, j), Tile::offset(mn0 + i, k0 + j))
+              << "element (" << mn0 + i << ", " << k0 + j << ")";
+    }
+  }
+}
+
+TEST(GemmLayout, WgmmaDescriptorsAddressTheSwizzledTiles) {
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 64, true>, 64>();    // K-major, 128-byte swizzle
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 256, 64, true>, 256>();
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 32, true>, 64>();    // 64-byte swizzle
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 16, true>, 128>();   // 32-byte swizzle
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 128, true>, 64>();   // K over two panels
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 64, false>, 64>();   // M-major A, panels of 64
+  check_wgmma_blocks<hg::OperandTile<hipgrad::bfloat16, 256, 64, false>, 256>();  // N-major B, 4 panels
+  check_wgmma_blocks<hg::OperandTile<float, 128, 32, true>, 128>();          // TF32: K-major only
+  check_wgmma_blocks<hg::OperandTile<float, 256, 32, true>, 64>();
+  static_assert(!hg::wgmma_readable<hg::OperandTile<float, 128, 32, false>, 64>(), "TF32 must be K-major");
 }
 
 TEST(GemmLayout, AccumulatorMapsCoverTheirAtomOnce) {

@@ -108,12 +108,27 @@ class Gemm {
     return Status::ok();
   }
 
-  /// e.g. "gemm_fp16_nnn_mma_128x256x32_w2x4_s4"; the path is the one run() takes on the
+  /// Whether the matrix path runs the wgmma mainloop for these layouts on the current device
+  /// (sm_90a code loaded; fp16/bf16 always, TF32 unless A is column-major and B row-major).
+  static bool uses_wgmma(const Problem& p) {
+    int device = 0;
+    if (hipGetDevice(&device) != hipSuccess) {
+      (void)hipGetLastError();
+      return false;
+    }
+    const bool a_k = p.a_layout == Layout::kRowMajor, b_k = p.b_layout == Layout::kColMajor;
+    const bool planned = a_k ? (b_k ? wgmma_plan<true, true>() : wgmma_plan<true, false>())
+                             : (b_k ? wgmma_plan<false, true>() : wgmma_plan<false, false>());
+    return planned && device_runs_wgmma(device);
+  }
+
+  /// e.g. "gemm_fp16_nnn_wgmma_128x256x64_w2x4_s4"; the path is the one run() takes on the
   /// current device with aligned operands (pass the arguments for the exact one).
   static std::string name(const Problem& p, const Args& args = aligned_args()) {
     std::string s = std::string("gemm_") + type_name<T>() + (p.allow_tf32 ? "_tf32" : "") + "_" +
                     layout_letter(p.a_layout) + layout_letter(p.b_layout) + layout_letter(p.c_layout) + "_";
-    s += path(p, args) == Path::kMatrix ? std::string(kMatrixAtomName) + "_" + Cfg::name() : "simt_" + SimtConfig::name();
+    s += path(p, args) == Path::kMatrix ? std::string(uses_wgmma(p) ? "wgmma" : kMatrixAtomName) + "_" + Cfg::name()
+                                        : "simt_" + SimtConfig::name();
     if (p.split_k > 1) s += "_splitk" + std::to_string(p.split_k);
     return s;
   }
@@ -129,6 +144,11 @@ class Gemm {
     int splits;
     hipStream_t stream;
   };
+
+  template <bool kAK, bool kBK>
+  static constexpr bool wgmma_plan() {
+    return WgmmaPlan<Cfg, DenseOperand<T, kAK>, DenseOperand<T, kBK>>::kSupported;
+  }
 
   static Args aligned_args() {
     alignas(16) static const unsigned char dummy[16] = {};

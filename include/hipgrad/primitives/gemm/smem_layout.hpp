@@ -17,24 +17,35 @@
 
 namespace hipgrad::gemm {
 
-/// A kRows × kRowBytes tile (kRowBytes a power of two from 16 to 1024).
+/// A kRows × kRowBytes tile (kRowBytes 16, 32, 64 or a multiple of 128). These are the
+/// canonical swizzled layouts of sm_90's wgmma (wgmma_atom.hpp reads them through descriptors):
+/// rows of up to 128 bytes follow each other, chunk c of row r at c ⊕ ((r / rows-per-line) mod
+/// chunks) — the 32-, 64- and 128-byte swizzles, which XOR byte-offset bits 4.. with bits 7..;
+/// longer rows are cut into 128-byte panels, each panel a kRows × 128-byte tile of its own
+/// (the 128-byte swizzle repeated along the row at a stride of kRows·128 bytes).
 template <int kRows_, int kRowBytes_>
 struct SwizzledTile {
   static constexpr int kRows = kRows_;
   static constexpr int kRowBytes = kRowBytes_;
   static constexpr int kBytes = kRows * kRowBytes;
   static constexpr int kChunks = kRowBytes / 16;  ///< 16-byte chunks per row
-  static_assert(kRowBytes >= 16 && kRowBytes <= 1024 && (kRowBytes & (kRowBytes - 1)) == 0,
-                "SwizzledTile: a row must be a power of two of 16 to 1024 bytes");
+  static_assert((kRowBytes >= 16 && kRowBytes <= 128 && (kRowBytes & (kRowBytes - 1)) == 0) || kRowBytes % 128 == 0,
+                "SwizzledTile: a row must be 16, 32, 64 or a multiple of 128 bytes");
+  /// Bytes of a row inside one panel (the swizzle width), and the bytes of a panel.
+  static constexpr int kPanelRowBytes = kRowBytes < 128 ? kRowBytes : 128;
+  static constexpr int kPanelBytes = kRows * kPanelRowBytes;
+  static constexpr int kPanelChunks = kPanelRowBytes / 16;
   /// Rows that share one 128-byte line (rows shorter than a line), and the chunk bits permuted.
-  static constexpr int kRowsPerLine = kChunks >= 8 ? 1 : 8 / kChunks;
-  static constexpr int kSwizzleMask = (kChunks >= 8 ? 8 : kChunks) - 1;
+  static constexpr int kRowsPerLine = 8 / kPanelChunks;
+  static constexpr int kSwizzleMask = kPanelChunks - 1;
+  static_assert(kRowBytes <= 128 || kRows % 8 == 0, "SwizzledTile: panels need whole 8-row swizzle atoms");
 
   /// Byte offset of logical chunk `chunk` of row `row`. Within one 128-byte line the eight
   /// (row, chunk) pairs of eight consecutive rows at one logical chunk land on distinct chunk
   /// positions: rows sharing a line differ in the line half, rows of different lines in the XOR.
   HIPGRAD_HOST_DEVICE static constexpr int chunk_offset(int row, int chunk) {
-    return row * kRowBytes + ((chunk ^ ((row / kRowsPerLine) & kSwizzleMask)) << 4);
+    const int panel = chunk / kPanelChunks, in_panel = chunk % kPanelChunks;
+    return panel * kPanelBytes + row * kPanelRowBytes + ((in_panel ^ ((row / kRowsPerLine) & kSwizzleMask)) << 4);
   }
   /// Byte offset of the element at byte `byte` of row `row` (an element never straddles chunks).
   HIPGRAD_HOST_DEVICE static constexpr int byte_offset(int row, int byte) {

@@ -11,6 +11,7 @@
 /// their B tiles and a few A tiles in the L2.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -23,6 +24,8 @@
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
 #include "hipgrad/primitives/gemm/pipeline.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
+#include "hipgrad/primitives/gemm/tile_copy.hpp"
+#include "hipgrad/primitives/gemm/wgmma_mainloop.hpp"
 
 namespace hipgrad::gemm {
 
@@ -36,29 +39,38 @@ struct Config {
   static constexpr int kStages = kStages_;
   static_assert(kBlockM % kWarpsM == 0 && kBlockN % kWarpsN == 0, "Config: warps must divide the block tile");
 
-  /// Shared memory of the pipeline for elements of T.
+  /// Shared memory of the pipeline for elements of T, with room to start it on a 1024-byte
+  /// boundary (the alignment of wgmma's swizzle patterns).
   template <typename T>
   static constexpr int shared_bytes() {
-    return kStages * (kBlockM + kBlockN) * kBlockK * static_cast<int>(sizeof(T));
+    return kStages * (kBlockM + kBlockN) * kBlockK * static_cast<int>(sizeof(T)) + kSharedAlignment;
   }
+  static constexpr int kSharedAlignment = 1024;
   static std::string name() {
     return std::to_string(kBlockM) + "x" + std::to_string(kBlockN) + "x" + std::to_string(kBlockK) + "_w" +
            std::to_string(kWarpsM) + "x" + std::to_string(kWarpsN) + "_s" + std::to_string(kStages);
   }
 };
 
-/// Good defaults per type and backend. NVIDIA (mma.sync, one 128 × 256 block of 8 warps per SM
-/// with 64 × 64 warp tiles: enough independent MMAs per warp to cover the shared-memory latency):
-/// K tiles of 64 bytes, 4 stages (96 KB). AMD (MFMA 32 × 32, wavefront 64): 128 × 128, 4 waves.
+/// Good defaults per type and backend, measured on the H100 (docs/perf.md). NVIDIA, tuned for
+/// the wgmma mainloop of sm_90a builds: fp16/bf16 192 × 256 blocks of three warpgroups (one
+/// 64 × 256 wgmma each), K tiles of 64 bytes, 7 stages (197 KB); TF32 256 × 192 blocks of three
+/// warpgroups (row-major B: the swapped product, 64 × 256 wgmmas over 64 columns of C each), K
+/// tiles of 64 bytes, 8 stages (225 KB). Builds without sm_90a (mma.sync) run better with
+/// MmaSyncConfigFor. AMD (MFMA 32 × 32, wavefront 64): 128 × 128, 4 waves, 64-byte K tiles, 2
+/// stages.
 template <typename T>
 struct DefaultConfig {
-  static constexpr int kBlockK = 64 / static_cast<int>(sizeof(T));
 #if defined(HIPGRAD_BACKEND_CUDA)
-  using type = Config<128, 256, kBlockK, 2, 4, 4>;
+  using type = std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
 #else
-  using type = Config<128, 128, kBlockK, 2, 2, 2>;
+  using type = Config<128, 128, 64 / static_cast<int>(sizeof(T)), 2, 2, 2>;
 #endif
 };
+/// The mma.sync mainloop's configuration (one 128 × 256 block of 8 warps of 64 × 64 per SM, K
+/// tiles of 128 bytes, 4 stages): for NVIDIA builds without sm_90a.
+template <typename T>
+using MmaSyncConfigFor = Config<128, 256, 128 / static_cast<int>(sizeof(T)), 2, 4, 4>;
 template <typename T>
 using DefaultConfigFor = typename DefaultConfig<T>::type;
 
@@ -68,43 +80,7 @@ struct SimtConfig {
   static std::string name() { return "128x128x8_t256"; }
 };
 
-inline constexpr int kGroupM = 8;
-
-/// Tile (m, n) of block `block` when tile rows are walked in groups of kGroupM.
-struct TileCoord {
-  int m;
-  int n;
-};
-HIPGRAD_HOST_DEVICE inline TileCoord grouped_tile(int block, int tiles_m, int tiles_n) {
-  const int per_group = kGroupM * tiles_n;
-  const int first_m = (block / per_group) * kGroupM;
-  const int rows = tiles_m - first_m < kGroupM ? tiles_m - first_m : kGroupM;
-  const int in_group = block % per_group;
-  return {first_m + in_group % rows, in_group / rows};
-}
-
 namespace detail {
-
-/// Copies one operand tile (kMN × kBlockK at (mn_base, k_base)) into a swizzled stage, 16 bytes
-/// per copy; consecutive threads take consecutive chunks of a row, i.e. consecutive addresses.
-template <typename Tile, int kThreads, typename Loader>
-HIPGRAD_DEVICE HIPGRAD_INLINE void copy_tile(char* tile, const Loader& loader, int mn_base, int k_base) {
-  using T = typename Loader::Element;
-  constexpr int kChunksPerRow = Tile::Layout::kChunks;
-  constexpr int kChunks = Tile::kRows * kChunksPerRow;
-  HIPGRAD_UNROLL
-  for (int it = 0; it < ceil_div(kChunks, kThreads); ++it) {
-    const int c = static_cast<int>(threadIdx.x) + it * kThreads;
-    if (kChunks % kThreads != 0 && c >= kChunks) break;
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int element = chunk * Tile::kChunkElements;
-    const int mn = mn_base + (Tile::kKContiguous ? row : element);
-    const int k = k_base + (Tile::kKContiguous ? element : row);
-    const VectorSource<T> source = loader.vector(mn, k, Tile::kChunkElements);
-    copy_chunk(tile + Tile::Layout::chunk_offset(row, chunk), source.pointer,
-               source.valid * static_cast<int>(sizeof(T)));
-  }
-}
 
 /// The matrix mainloop of one block with atom `Atom` (see mma_tile_gemm).
 template <typename Cfg, typename Atom, typename LoaderA, typename LoaderB, typename Epilogue>
@@ -212,8 +188,16 @@ __global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
   if constexpr (Atom::kAvailable) {
     static_assert(Atom::kLanes == kMatrixAtomLanes, "the atom's lanes differ from the backend's");
     extern __shared__ uint4 gemm_shared[];  // uint4: 16-byte alignment for the chunk copies
-    detail::MatrixMainloop<Cfg, Atom, LoaderA, LoaderB, Epilogue>::run(reinterpret_cast<char*>(gemm_shared), a, b,
-                                                                        epilogue, k_tiles_per_split);
+    char* shared = reinterpret_cast<char*>(gemm_shared);
+    shared += (Cfg::kSharedAlignment - reinterpret_cast<std::uintptr_t>(shared) % Cfg::kSharedAlignment) %
+              Cfg::kSharedAlignment;
+#if defined(HIPGRAD_GEMM_WGMMA)
+    if constexpr (WgmmaPlan<Cfg, LoaderA, LoaderB>::kSupported) {
+      detail::WgmmaMainloop<Cfg, LoaderA, LoaderB, Epilogue>::run(shared, a, b, epilogue, k_tiles_per_split);
+      return;
+    }
+#endif
+    detail::MatrixMainloop<Cfg, Atom, LoaderA, LoaderB, Epilogue>::run(shared, a, b, epilogue, k_tiles_per_split);
   } else {
     __builtin_trap();
   }
