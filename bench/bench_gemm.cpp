@@ -54,9 +54,9 @@ Status make_buffers(Index m, Index n, Index k, Buffers<T>* buffers) {
   return buffers->c.fill_bytes(0xff);
 }
 
-template <typename T, typename Cfg>
+template <typename T, typename Cfg, bool kTma = true>
 Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o) {
-  using Op = hg::Gemm<T, Cfg>;
+  using Op = hg::Gemm<T, Cfg, kTma>;
   hg::Problem p = hg::Problem::packed(size, size, size);
   p.allow_tf32 = tf32;
   auto args = [&](int copy) {
@@ -81,15 +81,16 @@ Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, co
   return Status::ok();
 }
 
-/// Candidate configurations of the matrix path for 16-bit data (the first is the default).
+/// Candidate configurations of the matrix path for 16-bit data (the first is the default): on
+/// sm_90a two for the TMA kernel and the cp.async wgmma mainloop's own.
 template <typename T>
 Status measure_16bit(const char* dtype, Index size, const Options& o) {
   Buffers<T> b;
   HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
   HIPGRAD_RETURN_IF_ERROR((measure<T, hg::DefaultConfigFor<T>>(dtype, size, false, b, o)));
   if (!o.all_configs) return Status::ok();
-  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::MmaSyncConfigFor<T>>(dtype, size, false, b, o)));
-  return measure<T, hg::Config<256, 128, 64, 4, 2, 4>>(dtype, size, false, b, o);
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<256, 128, 64, 4, 2, 4>>(dtype, size, false, b, o)));
+  return measure<T, hg::CpAsyncWgmmaConfigFor<T>, false>(dtype, size, false, b, o);
 }
 
 Status measure_fp32(Index size, bool tf32, const Options& o) {
@@ -98,8 +99,8 @@ Status measure_fp32(Index size, bool tf32, const Options& o) {
   const char* dtype = tf32 ? "tf32" : "fp32";
   HIPGRAD_RETURN_IF_ERROR((measure<float, hg::DefaultConfigFor<float>>(dtype, size, tf32, b, o)));
   if (!tf32 || !o.all_configs) return Status::ok();
-  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::MmaSyncConfigFor<float>>(dtype, size, tf32, b, o)));
-  return measure<float, hg::Config<128, 256, 16, 2, 4, 8>>(dtype, size, tf32, b, o);
+  HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 256, 32, 2, 4, 4>>(dtype, size, tf32, b, o)));
+  return measure<float, hg::CpAsyncWgmmaConfigFor<float>, false>(dtype, size, tf32, b, o);
 }
 
 Status run(const std::string& dtype, Index size, const Options& o) {

@@ -18,7 +18,7 @@ mkdir -p "$out"
 # shared memory, stack and spills, one line per kernel with its demangled name shortened.
 echo "== GEMM kernel resources (cuobjdump --dump-resource-usage, sm_90a) =="
 cuobjdump --dump-resource-usage "$build/bench/bench_gemm" 2>/dev/null | c++filt |
-  awk '/Function/ {name=$0; sub(/.*Function /, "", name); sub(/\(hipgrad::gemm::DenseOperand.*/, "", name); next}
+  awk '/Function/ {name=$0; sub(/.*Function /, "", name); sub(/\(hipgrad::gemm::(Dense|Tma)Operand.*/, "", name); next}
        /REG:/ && name ~ /gemm|reduce_split_k/ {print name; print "    " $0; name=""}' |
   sed -e 's/hipgrad::gemm:://g' -e 's/hipgrad:://g' | tee "$out/resources.txt" || echo "(cuobjdump failed)"
 

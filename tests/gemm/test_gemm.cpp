@@ -3,8 +3,9 @@
 ///        all A × B layouts with row-major C, column-major and padded C; odd sizes (1, primes,
 ///        non-multiples of every tile, K = 1, a few full tiles plus remainders); alpha/beta;
 ///        split-K; integer inits compared exactly and decimal inits within K-dependent
-///        tolerances; outputs and workspace poisoned (NaN) before every run. CPU-only: negative
-///        can_implement cases and the reference itself.
+///        tolerances; outputs and workspace poisoned (NaN) before every run; the TMA kernel, the
+///        cp.async mainloop, more tiles than multiprocessors. CPU-only: negative can_implement
+///        cases and the reference itself.
 
 // The GPU headers first: under hipcc, std::memcpy in device code (bit casts of half and bfloat16)
 // needs HIP's device overload declared before <cstring> is first included.
@@ -99,10 +100,11 @@ Tolerance decimal_tolerance(Index k, bool tf32) {
   return t;
 }
 
-/// Runs `p` once on the GPU and compares C with the reference.
-template <typename T, typename Cfg = hg::DefaultConfigFor<T>>
+/// Runs `p` once on the GPU and compares C with the reference (kTma false: the cp.async
+/// mainloops only).
+template <typename T, typename Cfg = hg::DefaultConfigFor<T>, bool kTma = true>
 void check_gemm(const hg::Problem& p, InitMethod init, bool expect_matrix_path) {
-  using Op = hg::Gemm<T, Cfg>;
+  using Op = hg::Gemm<T, Cfg, kTma>;
   SCOPED_TRACE(p.to_string() + " lda " + std::to_string(p.a().leading_dimension()) + " alpha " +
                std::to_string(p.alpha) + " beta " + std::to_string(p.beta) + " split_k " + std::to_string(p.split_k) +
                (p.allow_tf32 ? " tf32 " : " ") + init_method_name(init));
@@ -153,6 +155,13 @@ bool matrix_path_expected(const hg::Problem& p, bool padded) {
   int device = 0;
   if (!padded || hipGetDevice(&device) != hipSuccess) return false;
   return (!std::is_same_v<T, float> || p.allow_tf32) && hg::device_has_matrix_atoms(device);
+}
+
+/// Whether a Kind is fp32 without TF32 (the SIMT path only). A function, not a constant
+/// expression, so that the tests that skip it do not read as unreachable code to the compiler.
+template <typename K>
+bool is_exact_fp32() {
+  return std::is_same_v<typename K::Type, float> && !K::kAllowTf32;
 }
 
 template <typename K>
@@ -221,7 +230,7 @@ using SecondConfig = std::conditional_t<std::is_same_v<T, float>, hg::Config<128
 TYPED_TEST(GemmTest, SecondTileConfigEveryLayout) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
-  if (std::is_same_v<T, float> && !TypeParam::kAllowTf32) GTEST_SKIP() << "exact fp32 has one (SIMT) configuration";
+  if (is_exact_fp32<TypeParam>()) GTEST_SKIP() << "exact fp32 has one (SIMT) configuration";
   for (const Size& s : {Size{67, 131, 257}, Size{300, 260, 200}, Size{1, 1, 1}}) {
     for (const LayoutCase& l : layout_cases()) {
       if (!l.padded) continue;
@@ -232,6 +241,44 @@ TYPED_TEST(GemmTest, SecondTileConfigEveryLayout) {
       }
     }
   }
+}
+
+/// The cp.async wgmma mainloop (the one operand loaders without TMA take on sm_90a; the GEMM op
+/// takes the TMA kernel wherever it can) in its own three-warpgroup configuration; elsewhere the
+/// same configuration on mma.sync or MFMA.
+TYPED_TEST(GemmTest, CpAsyncMainloopEveryLayout) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  if (is_exact_fp32<TypeParam>()) GTEST_SKIP() << "exact fp32 has one (SIMT) configuration";
+  for (const Size& s : {Size{67, 131, 257}, Size{300, 260, 200}, Size{1, 1, 1}}) {
+    for (const LayoutCase& l : layout_cases()) {
+      hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
+      p.split_k = s.k > 200 ? 2 : 1;
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        check_gemm<T, hg::CpAsyncWgmmaConfigFor<T>, false>(p, init, matrix_path_expected<T>(p, true));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+/// More output tiles (and K splits) than an H100 has multiprocessors: the persistent TMA kernel's
+/// blocks each walk several work items, the stage ring and its barrier phases carrying over from
+/// one item to the next (17 × 10 tiles of 128 × 256, 9 × 19 of 256 × 128; × 3 with split-K).
+TYPED_TEST(GemmTest, PersistentBlocksWalkSeveralTiles) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  if (is_exact_fp32<TypeParam>()) GTEST_SKIP() << "exact fp32 has no persistent kernel";
+  for (int split : {1, 3}) {
+    for (const LayoutCase& l : layout_cases()) {
+      hg::Problem p = make_problem(Size{2053, 2311, 67}, l, TypeParam::kAllowTf32);
+      p.split_k = split;
+      check_gemm<T>(p, InitMethod::kIntegers, matrix_path_expected<T>(p, true));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  const hg::Problem p = make_problem(Size{2053, 2311, 67}, layout_cases()[0], TypeParam::kAllowTf32);
+  check_gemm<T>(p, InitMethod::kDecimals, matrix_path_expected<T>(p, true));
 }
 
 // ---- CPU only -------------------------------------------------------------------------------------

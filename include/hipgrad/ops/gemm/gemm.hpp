@@ -9,11 +9,12 @@
 ///   // workspace of Op::workspace_size(problem) bytes (0 unless split_k > 1), then
 ///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, bytes, stream));
 ///
-/// Paths: the matrix mainloop (mma.sync on NVIDIA sm_80+, MFMA on gfx90a/gfx94x) for fp16 and
-/// bf16, and for fp32 when problem.allow_tf32; otherwise, or when the device has no matrix
-/// atoms, or A/B are not 16-byte aligned (pointers and leading dimensions), the SIMT FMA
-/// mainloop. Results are deterministic: split-K partials go to the workspace and are added in a
-/// fixed order.
+/// Paths: the matrix path for fp16 and bf16, and for fp32 when problem.allow_tf32 — on sm_90a
+/// the warp-specialised TMA kernel (tma_mainloop.hpp) where the configuration and layouts allow
+/// wgmma, else the cp.async mainloops (wgmma, mma.sync on NVIDIA sm_80+, MFMA on gfx90a/gfx94x);
+/// otherwise, or when the device has no matrix atoms, or A/B are not 16-byte aligned (pointers
+/// and leading dimensions), the SIMT FMA mainloop. Results are deterministic: split-K partials
+/// go to the workspace and are added in a fixed order.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,7 @@
 #include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
+#include "hipgrad/primitives/gemm/tma_mainloop.hpp"
 
 namespace hipgrad::gemm {
 
@@ -35,7 +37,9 @@ enum class Path { kMatrix, kSimt };
 inline const char* path_name(Path p) { return p == Path::kMatrix ? "matrix" : "simt"; }
 
 /// T: A, B and C (float, half, bfloat16). Cfg: the matrix mainloop's tiles (the SIMT one is fixed).
-template <typename T, typename Cfg = DefaultConfigFor<T>>
+/// kAllowTma: on sm_90a, run the warp-specialised TMA kernel (tma_mainloop.hpp) where it
+/// applies; false keeps every matrix launch on the cp.async mainloops (tests and benchmarks).
+template <typename T, typename Cfg = DefaultConfigFor<T>, bool kAllowTma = true>
 class Gemm {
   static_assert(is_storage_type_v<T>, "GEMM data must be float, half or bfloat16");
 
@@ -122,13 +126,28 @@ class Gemm {
     return planned && device_runs_wgmma(device);
   }
 
-  /// e.g. "gemm_fp16_nnn_wgmma_128x256x64_w2x4_s4"; the path is the one run() takes on the
+  /// Whether matrix launches take the warp-specialised TMA kernel: uses_wgmma, kAllowTma and a
+  /// driver with tensor maps (the operands' alignment is the matrix path's own condition).
+  static bool uses_tma(const Problem& p) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+    const bool a_k = p.a_layout == Layout::kRowMajor, b_k = p.b_layout == Layout::kColMajor;
+    const bool planned = a_k ? (b_k ? tma_plan<true, true>() : tma_plan<true, false>())
+                             : (b_k ? tma_plan<false, true>() : tma_plan<false, false>());
+    return kAllowTma && planned && uses_wgmma(p) && detail::tensor_map_encoder() != nullptr;
+#else
+    (void)p;
+    return false;
+#endif
+  }
+
+  /// e.g. "gemm_fp16_nnn_wgmma_tma_128x256x64_w2x4_s4"; the path is the one run() takes on the
   /// current device with aligned operands (pass the arguments for the exact one).
   static std::string name(const Problem& p, const Args& args = aligned_args()) {
     std::string s = std::string("gemm_") + type_name<T>() + (p.allow_tf32 ? "_tf32" : "") + "_" +
                     layout_letter(p.a_layout) + layout_letter(p.b_layout) + layout_letter(p.c_layout) + "_";
-    s += path(p, args) == Path::kMatrix ? std::string(uses_wgmma(p) ? "wgmma" : kMatrixAtomName) + "_" + Cfg::name()
-                                        : "simt_" + SimtConfig::name();
+    s += path(p, args) == Path::kMatrix
+             ? std::string(uses_wgmma(p) ? (uses_tma(p) ? "wgmma_tma" : "wgmma") : kMatrixAtomName) + "_" + Cfg::name()
+             : "simt_" + SimtConfig::name();
     if (p.split_k > 1) s += "_splitk" + std::to_string(p.split_k);
     return s;
   }
@@ -148,6 +167,11 @@ class Gemm {
   template <bool kAK, bool kBK>
   static constexpr bool wgmma_plan() {
     return WgmmaPlan<Cfg, DenseOperand<T, kAK>, DenseOperand<T, kBK>>::kSupported;
+  }
+
+  template <bool kAK, bool kBK>
+  static constexpr bool tma_plan() {
+    return tma_kernel_supported<Cfg, DenseOperand<T, kAK>, DenseOperand<T, kBK>>();
   }
 
   static Args aligned_args() {
@@ -173,11 +197,47 @@ class Gemm {
     return launch<false, false>(chosen, l);
   }
 
+  /// Launches the TMA kernel when it applies (else leaves *launched false): a persistent grid
+  /// of one block per multiprocessor at most.
+  template <bool kAK, bool kBK>
+  static Status launch_tma(const DenseOperand<T, kAK>& a, const DenseOperand<T, kBK>& b, const Launch& l, bool* launched) {
+    *launched = false;
+#if defined(HIPGRAD_BACKEND_CUDA)
+    if constexpr (kAllowTma && tma_plan<kAK, kBK>()) {
+      using Plan = WgmmaPlan<Cfg, DenseOperand<T, kAK>, DenseOperand<T, kBK>>;
+      int device = 0, multiprocessors = 0;
+      HIPGRAD_RETURN_IF_HIP_ERROR(hipGetDevice(&device));
+      if (!device_runs_wgmma(device)) return Status::ok();
+      HIPGRAD_RETURN_IF_HIP_ERROR(hipDeviceGetAttribute(&multiprocessors, hipDeviceAttributeMultiprocessorCount, device));
+      const Index items = ceil_div(l.p.m, Index{Cfg::kBlockM}) * ceil_div(l.p.n, Index{Cfg::kBlockN}) * l.splits;
+      if (items > 2147483647) return Status::ok();
+      TmaOperand<T, kAK> ta{};
+      TmaOperand<T, kBK> tb{};
+      if (!make_tma_operand<typename Plan::TileA>(ta, a).is_ok() || !make_tma_operand<typename Plan::TileB>(tb, b).is_ok())
+        return Status::ok();
+      constexpr int kShared = tma_kernel_shared_bytes<Cfg, T>();
+      const auto kernel = tma_tile_gemm<Cfg, TmaOperand<T, kAK>, TmaOperand<T, kBK>, Epilogue>;
+      HIPGRAD_RETURN_IF_HIP_ERROR(
+          hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, kShared));
+      const auto grid = static_cast<unsigned>(items < multiprocessors ? items : multiprocessors);
+      kernel<<<grid, tma_kernel_threads<Cfg>(), kShared, l.stream>>>(ta, tb, l.epilogue, l.per_split, l.splits);
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("tma_tile_gemm");
+      *launched = true;
+    }
+#else
+    (void)a, (void)b, (void)l;
+#endif
+    return Status::ok();
+  }
+
   template <bool kAK, bool kBK>
   static Status launch(Path chosen, const Launch& l) {
     const DenseOperand<T, kAK> a{l.args.a, l.p.a().leading_dimension(), static_cast<int>(l.p.m), static_cast<int>(l.p.k)};
     const DenseOperand<T, kBK> b{l.args.b, l.p.b().leading_dimension(), static_cast<int>(l.p.n), static_cast<int>(l.p.k)};
     if (chosen == Path::kMatrix) {
+      bool launched = false;
+      HIPGRAD_RETURN_IF_ERROR(launch_tma(a, b, l, &launched));
+      if (launched) return Status::ok();
       const dim3 grid(static_cast<unsigned>(ceil_div(l.p.m, Index{Cfg::kBlockM}) * ceil_div(l.p.n, Index{Cfg::kBlockN})), 1,
                       static_cast<unsigned>(l.splits));
       constexpr int kShared = Cfg::template shared_bytes<T>();

@@ -12,13 +12,13 @@
 /// never launches a matrix kernel on such a device (device_has_matrix_atoms).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/per_device.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -314,7 +314,6 @@ inline constexpr int kMatrixAtomLanes = 64;
 inline constexpr const char* kMatrixAtomName = "mfma";
 #endif
 
-inline constexpr int kMaxDevices = 64;
 
 /// Whether `device` runs this backend's matrix atoms: compute capability 8.0 or newer on NVIDIA,
 /// gfx90a or gfx94x (wavefront 64) on AMD. Host code asks once per launch; a false answer sends
@@ -340,14 +339,7 @@ inline bool query_matrix_atoms(int device) {
 
 /// query_matrix_atoms, remembered per device (the AMD query reads all device properties).
 inline bool device_has_matrix_atoms(int device) {
-  static std::atomic<int> known[kMaxDevices] = {};  // 0 not asked yet, 1 no, 2 yes
-  if (device < 0 || device >= kMaxDevices) return query_matrix_atoms(device);
-  int answer = known[device].load(std::memory_order_relaxed);
-  if (answer == 0) {
-    answer = query_matrix_atoms(device) ? 2 : 1;
-    known[device].store(answer, std::memory_order_relaxed);
-  }
-  return answer == 2;
+  return remembered_per_device(device, [device] { return query_matrix_atoms(device); });
 }
 
 }  // namespace hipgrad::gemm

@@ -52,25 +52,27 @@ struct Config {
   }
 };
 
-/// Good defaults per type and backend, measured on the H100 (docs/perf.md). NVIDIA, tuned for
-/// the wgmma mainloop of sm_90a builds: fp16/bf16 192 × 256 blocks of three warpgroups (one
-/// 64 × 256 wgmma each), K tiles of 64 bytes, 7 stages (197 KB); TF32 256 × 192 blocks of three
-/// warpgroups (row-major B: the swapped product, 64 × 256 wgmmas over 64 columns of C each), K
-/// tiles of 64 bytes, 8 stages (225 KB). Builds without sm_90a (mma.sync) run better with
-/// MmaSyncConfigFor. AMD (MFMA 32 × 32, wavefront 64): 128 × 128, 4 waves, 64-byte K tiles, 2
-/// stages.
+/// Good defaults per type and backend, measured on the H100 (docs/perf.md). NVIDIA: two
+/// warpgroups (8 warps) of 64-row bands, K tiles of 128 bytes, 4 stages (192 KB): fp16/bf16
+/// 128 × 256 blocks (one 64 × 256 wgmma per band), TF32 256 × 128 (row-major B: the swapped
+/// product, two 64 × 256 wgmmas per band). On sm_90a the GEMM op runs them in the TMA kernel
+/// (tma_mainloop.hpp, with a producer warpgroup beside the 8 warps); without sm_90a the same
+/// 8-warp blocks run mma.sync (64 × 64 warp tiles). AMD (MFMA 32 × 32, wavefront 64): 128 × 128,
+/// 4 waves, 64-byte K tiles, 2 stages.
 template <typename T>
 struct DefaultConfig {
 #if defined(HIPGRAD_BACKEND_CUDA)
-  using type = std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
+  using type = std::conditional_t<sizeof(T) == 2, Config<128, 256, 64, 2, 4, 4>, Config<256, 128, 32, 4, 2, 4>>;
 #else
   using type = Config<128, 128, 64 / static_cast<int>(sizeof(T)), 2, 2, 2>;
 #endif
 };
-/// The mma.sync mainloop's configuration (one 128 × 256 block of 8 warps of 64 × 64 per SM, K
-/// tiles of 128 bytes, 4 stages): for NVIDIA builds without sm_90a.
+/// The cp.async wgmma mainloop's configuration on sm_90a, for operand loaders TMA cannot serve
+/// (e.g. implicit im2col): three warpgroups, 192 × 256 × 32 in 7 stages (fp16/bf16) or
+/// 256 × 192 × 16 in 8 stages (TF32). Every thread copies there, so the blocks are as large as
+/// 168 registers allow, to need fewer operand bytes per FLOP.
 template <typename T>
-using MmaSyncConfigFor = Config<128, 256, 128 / static_cast<int>(sizeof(T)), 2, 4, 4>;
+using CpAsyncWgmmaConfigFor = std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
 template <typename T>
 using DefaultConfigFor = typename DefaultConfig<T>::type;
 

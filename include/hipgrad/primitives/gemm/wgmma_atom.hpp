@@ -12,12 +12,12 @@
 /// n8 block j that mma_sync_accumulator(lane, q) names).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/per_device.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -94,23 +94,14 @@ static __device__ int wgmma_compiled =
 /// it was compiled for sm_90a. Asked once per device (a 4-byte copy from the device image).
 inline bool device_runs_wgmma(int device) {
 #if defined(HIPGRAD_BACKEND_CUDA)
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices] = {};  // 0 not asked yet, 1 no, 2 yes
-  auto ask = [] {
+  return remembered_per_device(device, [] {
     int value = 0;
     if (cudaMemcpyFromSymbol(&value, detail::wgmma_compiled, sizeof(value)) != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
     }
     return value == 1;
-  };
-  if (device < 0 || device >= kDevices) return ask();
-  int answer = known[device].load(std::memory_order_relaxed);
-  if (answer == 0) {
-    answer = ask() ? 2 : 1;
-    known[device].store(answer, std::memory_order_relaxed);
-  }
-  return answer == 2;
+  });
 #else
   (void)device;
   return false;

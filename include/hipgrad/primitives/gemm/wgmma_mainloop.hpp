@@ -86,6 +86,27 @@ struct WgmmaMainloop {
     copy_tile<TileB, kThreads>(stage + TileA::kBytes, b, n_base, kt * Cfg::kBlockK);
   }
 
+  HIPGRAD_DEVICE static void zero(Accumulators& acc) {
+    HIPGRAD_UNROLL
+    for (int i = 0; i < Plan::kAtoms; ++i)
+      HIPGRAD_UNROLL
+      for (int e = 0; e < Plan::kAccumulators; ++e) acc[i][e] = 0.0f;
+  }
+
+  /// Hands a warpgroup's accumulators to the epilogue (the block tile's corner at m_base, n_base).
+  HIPGRAD_DEVICE static void store(const Accumulators& acc, const Epilogue& epilogue, int m_base, int n_base, int row0,
+                                   int warp_in_group, int lane, int split) {
+    HIPGRAD_UNROLL
+    for (int i = 0; i < Plan::kAtoms; ++i)
+      HIPGRAD_UNROLL
+      for (int e = 0; e < Plan::kAccumulators; ++e) {
+        const AccumulatorCoord c = mma_sync_accumulator(lane, e);
+        const int row = row0 + 64 * i + 16 * warp_in_group + c.m;  // along wgmma's M
+        const int m = Plan::kSwap ? c.n : row, n = Plan::kSwap ? row : c.n;
+        epilogue.store(m_base + m, n_base + n, acc[i][e], split);
+      }
+  }
+
   HIPGRAD_DEVICE static void pin(Accumulators& acc) {
     HIPGRAD_UNROLL
     for (int i = 0; i < Plan::kAtoms; ++i)
@@ -143,10 +164,7 @@ struct WgmmaMainloop {
     const int row0 = group * Plan::kGroupRows;
 
     Accumulators acc;
-    HIPGRAD_UNROLL
-    for (int i = 0; i < Plan::kAtoms; ++i)
-      HIPGRAD_UNROLL
-      for (int e = 0; e < Plan::kAccumulators; ++e) acc[i][e] = 0.0f;
+    zero(acc);
 
     const Ring ring{shared};
     HIPGRAD_UNROLL
@@ -170,16 +188,7 @@ struct WgmmaMainloop {
     wgmma_wait<0>();
     pin(acc);
     wait_copies<0>();
-
-    HIPGRAD_UNROLL
-    for (int i = 0; i < Plan::kAtoms; ++i)
-      HIPGRAD_UNROLL
-      for (int e = 0; e < Plan::kAccumulators; ++e) {
-        const AccumulatorCoord c = mma_sync_accumulator(lane, e);
-        const int row = row0 + 64 * i + 16 * warp_in_group + c.m;  // along wgmma's M
-        const int m = Plan::kSwap ? c.n : row, n = Plan::kSwap ? row : c.n;
-        epilogue.store(m_base + m, n_base + n, acc[i][e], static_cast<int>(blockIdx.z));
-      }
+    store(acc, epilogue, m_base, n_base, row0, warp_in_group, lane, static_cast<int>(blockIdx.z));
   }
 #endif  // HIPGRAD_GEMM_WGMMA
 };

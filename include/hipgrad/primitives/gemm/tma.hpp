@@ -1,0 +1,200 @@
+/// @file tma.hpp
+/// @brief sm_90's tensor memory accelerator (TMA) for the tile GEMM: a host-built tensor map of a
+///        dense operand (TmaOperand), the bulk tensor copy of one box into shared memory, and the
+///        shared-memory transaction barriers (mbarrier) that tell a consumer when a copy landed
+///        and a producer when a stage may be refilled.
+///
+/// A TmaOperand is a DenseOperand plus a 2-D tensor map over it: dimension 0 the contiguous one
+/// (K of a K-contiguous operand, else MN), dimension 1 the other, the leading dimension as the
+/// byte stride. One copy moves a box of one 128-byte panel row (or the whole row when it is
+/// shorter) × all rows of an OperandTile, swizzled exactly as SwizzledTile lays it out, so the
+/// wgmma descriptors read TMA-filled and cp.async-filled stages alike. Elements outside the
+/// operand arrive as zeros, which gives the tile edges at any M, N, K for free.
+///
+/// Everything here exists in the CUDA backend only (HIPGRAD_GEMM_TMA on the device side, the
+/// driver's tensor-map encoder on the host side, fetched through the runtime so that nothing
+/// links against libcuda).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "hipgrad/core/config.hpp"
+#include "hipgrad/core/hip_runtime.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/status.hpp"
+#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/primitives/gemm/smem_layout.hpp"
+#include "hipgrad/primitives/gemm/wgmma_atom.hpp"
+
+#if defined(HIPGRAD_BACKEND_CUDA)
+#include <cuda.h>
+#endif
+
+namespace hipgrad::gemm {
+
+#if defined(HIPGRAD_BACKEND_CUDA)
+
+/// A dense operand (row- or column-major, see DenseOperand) with a tensor map for TMA copies of
+/// Tile-shaped boxes. Passed to kernels as a __grid_constant__ parameter: TMA reads the map from
+/// the kernel's parameter space.
+template <typename T, bool kKContiguous_>
+struct TmaOperand {
+  using Element = T;
+  using Dense = DenseOperand<T, kKContiguous_>;
+  static constexpr bool kKContiguous = kKContiguous_;
+
+  CUtensorMap map;
+  Dense dense;
+
+  HIPGRAD_HOST_DEVICE int mn_size() const { return dense.mn_size(); }
+  HIPGRAD_HOST_DEVICE int k_size() const { return dense.k_size(); }
+};
+
+namespace detail {
+
+using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/// The driver's cuTensorMapEncodeTiled (null when the driver has none), looked up once.
+inline TensorMapEncoder tensor_map_encoder() {
+  static const TensorMapEncoder encoder = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<TensorMapEncoder>(nullptr);
+    }
+    return reinterpret_cast<TensorMapEncoder>(function);
+  }();
+  return encoder;
+}
+
+template <typename T>
+constexpr CUtensorMapDataType tensor_map_type() {
+  if constexpr (std::is_same_v<T, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  else if constexpr (std::is_same_v<T, hipgrad::half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+}  // namespace detail
+
+/// Builds the TmaOperand of `dense` whose copies fill one panel of Tile each. Not ok when the
+/// driver has no tensor maps or the operand breaks TMA's rules (the data 16-byte aligned, the
+/// leading dimension a multiple of 16 bytes below 2^40 bytes): callers then use cp.async.
+template <typename Tile, typename T, bool kKContiguous>
+Status make_tma_operand(TmaOperand<T, kKContiguous>& out, const DenseOperand<T, kKContiguous>& dense) {
+  static_assert(Tile::kKContiguous == kKContiguous, "the tile's orientation must be the operand's");
+  using L = typename Tile::Layout;
+  const detail::TensorMapEncoder encode = detail::tensor_map_encoder();
+  if (encode == nullptr) return Status::not_supported("the driver has no cuTensorMapEncodeTiled");
+  const auto address = reinterpret_cast<std::uintptr_t>(dense.data);
+  const auto stride_bytes = static_cast<cuuint64_t>(dense.stride) * sizeof(T);
+  if (address % 16 != 0 || stride_bytes % 16 != 0 || stride_bytes >= (cuuint64_t{1} << 40)) {
+    return Status::not_supported("operand not 16-byte aligned for TMA");
+  }
+  const int inner = kKContiguous ? dense.k_extent : dense.mn_extent;
+  const int outer = kKContiguous ? dense.mn_extent : dense.k_extent;
+  const cuuint64_t sizes[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {stride_bytes};  // at least a row: Problem::validate checks ld
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(L::kPanelRowBytes / sizeof(T)), static_cast<cuuint32_t>(Tile::kRows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUtensorMapSwizzle swizzle = L::kPanelRowBytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : L::kPanelRowBytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                     : L::kPanelRowBytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                               : CU_TENSOR_MAP_SWIZZLE_NONE;
+  out.dense = dense;
+  const CUresult r = encode(&out.map, detail::tensor_map_type<T>(), 2, const_cast<T*>(dense.data), sizes, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return Status::not_supported("cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return Status::ok();
+}
+
+#endif  // HIPGRAD_BACKEND_CUDA
+
+#if defined(HIPGRAD_GEMM_WGMMA)
+#define HIPGRAD_GEMM_TMA 1
+
+HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// A shared-memory transaction barrier (PTX mbarrier): completes a phase when `count` arrivals
+/// and every byte announced with arrive_expect_bytes have landed.
+HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_init(std::uint64_t* barrier, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(count) : "memory");
+}
+/// Makes initialised barriers visible to the asynchronous proxy (TMA) and the other threads; a
+/// block barrier must follow.
+HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_arrive(std::uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier)) : "memory");
+}
+/// One arrival that also announces `bytes` that copies completing on this barrier will bring.
+HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_arrive_expect_bytes(std::uint64_t* barrier, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(bytes)
+               : "memory");
+}
+/// Waits until the phase of parity `parity` has completed (a fresh barrier counts the phase
+/// before its first, of parity 1, as completed).
+HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parity) {
+  const std::uint32_t address = shared_address(barrier);
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+/// Copies the box at (inner, outer) of `map` to `destination` (swizzled as the map says); the
+/// bytes complete on `barrier`. Issued by one thread.
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_box(void* destination, const CUtensorMap* map, int inner, int outer,
+                                                std::uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          shared_address(destination)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(barrier))
+      : "memory");
+}
+
+/// Fetches a tensor map into the descriptor cache ahead of its first use.
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+}
+
+/// Copies the Tile-shaped stage of operand `op` at (mn_base, k_base): one box per 128-byte panel.
+template <typename Tile, typename T, bool kKContiguous>
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_tile(char* tile, const TmaOperand<T, kKContiguous>& op, int mn_base, int k_base,
+                                                 std::uint64_t* barrier) {
+  using L = typename Tile::Layout;
+  constexpr int kPanels = L::kRowBytes / L::kPanelRowBytes;
+  constexpr int kPanelElements = L::kPanelRowBytes / static_cast<int>(sizeof(T));
+  const int inner = kKContiguous ? k_base : mn_base, outer = kKContiguous ? mn_base : k_base;
+  HIPGRAD_UNROLL
+  for (int p = 0; p < kPanels; ++p) tma_load_box(tile + p * L::kPanelBytes, &op.map, inner + p * kPanelElements, outer, barrier);
+}
+
+/// Lowers (dec) or raises (inc) the registers per thread of the calling warpgroup; every thread
+/// of the warpgroup executes it. ptxas allocates the code that follows within the new count.
+template <int kRegisters>
+HIPGRAD_DEVICE HIPGRAD_INLINE void warpgroup_registers_decrease() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+HIPGRAD_DEVICE HIPGRAD_INLINE void warpgroup_registers_increase() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+#endif  // HIPGRAD_GEMM_WGMMA
+
+}  // namespace hipgrad::gemm

@@ -1,0 +1,217 @@
+/// @file tma_mainloop.hpp
+/// @brief The warp-specialised, persistent tile GEMM of sm_90a: one producer warpgroup fills the
+///        stage ring with TMA copies, kWarps / 4 consumer warpgroups run the wgmmas of
+///        WgmmaMainloop on each stage as soon as it lands, and the blocks walk the output tiles
+///        (and K splits) in turn, so the producer fetches the next tile while the consumers
+///        store the last.
+///
+/// Why this shape (measured in docs/perf-notes.md, tile GEMM step 3): in the cp.async mainloop
+/// every thread issues copies and every k tile ends in a block barrier, so the copies' address
+/// registers and the barrier sit in the wgmma warps' loop. Here the copies are one thread's
+/// TMA instructions, the consumers meet the producer only at per-stage transaction barriers
+/// (mbarrier), and the consumers get the registers the producer gives up (setmaxnreg).
+///
+/// Per stage s two barriers: full[s] completes when the producer's arrival and every byte of the
+/// stage's copies are in; empty[s] completes when each consumer warp has seen its wgmmas of the
+/// stage finish. Each side counts its passes around the ring, and the parity of that count is
+/// the barrier phase it waits for: the producer waits for the phase before (a fresh barrier
+/// reports it complete), so it fills every stage once before it first waits for a consumer.
+#pragma once
+
+#include <cstdint>
+
+#include "hipgrad/core/config.hpp"
+#include "hipgrad/core/device_intrinsics.hpp"
+#include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/primitives/gemm/pipeline.hpp"
+#include "hipgrad/primitives/gemm/tile_copy.hpp"
+#include "hipgrad/primitives/gemm/tma.hpp"
+#include "hipgrad/primitives/gemm/wgmma_mainloop.hpp"
+
+namespace hipgrad::gemm {
+
+/// Whether the TMA kernel runs Config Cfg with operands A, B: a wgmma configuration of at most
+/// two consumer warpgroups. (With three and a producer, 512 threads, ptxas budgets the wgmmas
+/// 128 registers whatever setmaxnreg grants, too few for 64 × 256 fp32 accumulators.)
+template <typename Cfg, typename OperandA, typename OperandB>
+constexpr bool tma_kernel_supported() {
+  return WgmmaPlan<Cfg, OperandA, OperandB>::kSupported && Cfg::kWarps <= 8;
+}
+
+/// Threads of a block of the TMA kernel for Config Cfg: Cfg's warps consume, one warpgroup more
+/// produces.
+template <typename Cfg>
+constexpr int tma_kernel_threads() {
+  return (Cfg::kWarps + 4) * 32;
+}
+/// Dynamic shared memory of the TMA kernel: the stage ring (1024-byte aligned) and two 8-byte
+/// barriers per stage.
+template <typename Cfg, typename T>
+constexpr int tma_kernel_shared_bytes() {
+  return Cfg::template shared_bytes<T>() + 16 * Cfg::kStages;
+}
+
+/// What the TMA kernel computes: output tile `tile`, K tiles [kt_begin, kt_begin + kt_count) of
+/// split `split`. Work item i (of tiles × splits) is tile i mod tiles of split i / tiles.
+struct TmaWork {
+  TileCoord tile;
+  int split;
+  int kt_begin;
+  int kt_count;
+};
+HIPGRAD_DEVICE HIPGRAD_INLINE TmaWork tma_work(int item, int tiles_m, int tiles_n, int k_tiles, int per_split) {
+  const int tiles = tiles_m * tiles_n;
+  const int split = item / tiles;
+  const int kt_begin = split * per_split;
+  const int rest = k_tiles - kt_begin;
+  return {grouped_tile(item % tiles, tiles_m, tiles_n), split, kt_begin, rest < per_split ? rest : per_split};
+}
+
+namespace detail {
+
+#if defined(HIPGRAD_GEMM_TMA)
+
+template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+struct TmaMainloop {
+  using Stages = WgmmaMainloop<Cfg, OperandA, OperandB, Epilogue>;
+  using Plan = typename Stages::Plan;
+  using TileA = typename Plan::TileA;
+  using TileB = typename Plan::TileB;
+  using Accumulators = typename Stages::Accumulators;
+  static constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
+  static constexpr int kConsumerWarps = Cfg::kWarps;
+  static constexpr int kConsumerThreads = 32 * kConsumerWarps;
+  /// Registers per thread after the hand-over (setmaxnreg): the producer keeps 40, the consumers
+  /// share the rest of the 64 K register file (multiples of 8, at most 232). Measured: without it
+  /// the TF32 consumers (accumulators and B fragments) spill 180 bytes at 384 threads, with it none.
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters =
+      (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8 < 232
+          ? (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8
+          : 232;
+  /// Register operands (TF32) must stay intact until their wgmmas end: those stages are released
+  /// after wait_group 0, shared-memory ones one stage later (wait_group 1).
+  static constexpr int kPendingBatches = Plan::kRegisterA ? 0 : 1;
+
+  struct Ring {
+    char* stages;
+    std::uint64_t* full;
+    std::uint64_t* empty;
+    HIPGRAD_DEVICE char* stage(int s) const { return stages + s * kStageBytes; }
+  };
+
+  /// The producer's loop, one thread: per K tile wait for the stage to be free, announce its
+  /// bytes, start the copies.
+  HIPGRAD_DEVICE static void produce(const Ring& ring, const OperandA& a, const OperandB& b, int items, int tiles_m,
+                                     int tiles_n, int k_tiles, int per_split) {
+    tma_prefetch_map(&a.map);
+    tma_prefetch_map(&b.map);
+    int s = 0;
+    std::uint32_t pass = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
+      const TmaWork w = tma_work(item, tiles_m, tiles_n, k_tiles, per_split);
+      const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
+      for (int t = 0; t < w.kt_count; ++t) {
+        mbarrier_wait(&ring.empty[s], pass ^ 1u);
+        mbarrier_arrive_expect_bytes(&ring.full[s], kStageBytes);
+        const int k = (w.kt_begin + t) * Cfg::kBlockK;
+        tma_load_tile<TileA>(ring.stage(s), a, m_base, k, &ring.full[s]);
+        tma_load_tile<TileB>(ring.stage(s) + TileA::kBytes, b, n_base, k, &ring.full[s]);
+        if (++s == Cfg::kStages) s = 0, pass ^= 1u;
+      }
+    }
+  }
+
+  /// A consumer warpgroup's loop: per K tile wait for the stage, issue its wgmmas, release the
+  /// stage whose wgmmas have finished; per work item hand the accumulators to the epilogue.
+  HIPGRAD_DEVICE static void consume(const Ring& ring, const Epilogue& epilogue, int items, int tiles_m, int tiles_n,
+                                     int k_tiles, int per_split) {
+    const int thread = static_cast<int>(threadIdx.x);
+    const int group = thread / 128, warp_in_group = (thread / 32) % 4, lane = thread % 32;
+    const int row0 = group * Plan::kGroupRows;
+    int s = 0;
+    std::uint32_t pass = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
+      const TmaWork w = tma_work(item, tiles_m, tiles_n, k_tiles, per_split);
+      Accumulators acc;
+      Stages::zero(acc);
+      int previous = 0;
+      for (int t = 0; t < w.kt_count; ++t) {
+        mbarrier_wait(&ring.full[s], pass);
+        Stages::compute_stage(acc, ring.stage(s), row0, warp_in_group, lane);
+        wgmma_wait<kPendingBatches>();
+        Stages::pin(acc);
+        if (kPendingBatches == 0) {
+          if (lane == 0) mbarrier_arrive(&ring.empty[s]);
+        } else if (t > 0 && lane == 0) {
+          mbarrier_arrive(&ring.empty[previous]);
+        }
+        previous = s;
+        if (++s == Cfg::kStages) s = 0, pass ^= 1u;
+      }
+      wgmma_wait<0>();
+      Stages::pin(acc);
+      if (kPendingBatches == 1 && w.kt_count > 0 && lane == 0) mbarrier_arrive(&ring.empty[previous]);
+      Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane, w.split);
+    }
+  }
+
+  HIPGRAD_DEVICE static void run(char* shared, const OperandA& a, const OperandB& b, const Epilogue& epilogue,
+                                 int k_tiles_per_split, int splits) {
+    const int tiles_m = ceil_div(a.mn_size(), Cfg::kBlockM), tiles_n = ceil_div(b.mn_size(), Cfg::kBlockN);
+    const int k_tiles = ceil_div(a.k_size(), Cfg::kBlockK);
+    const int items = tiles_m * tiles_n * splits;
+    const Ring ring{shared, reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes),
+                    reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes) + Cfg::kStages};
+    const int thread = static_cast<int>(threadIdx.x);
+    if (thread == 0) {
+      for (int s = 0; s < Cfg::kStages; ++s) {
+        mbarrier_init(&ring.full[s], 1);
+        mbarrier_init(&ring.empty[s], kConsumerWarps);
+      }
+      mbarrier_init_fence();
+    }
+    block_sync();
+    // The warpgroup as a warp-uniform value, so that each branch is taken by whole warpgroups.
+    const int group = __shfl_sync(0xffffffffu, thread / 128, 0);
+    if (group < kConsumerWarps / 4) {
+      warpgroup_registers_increase<kConsumerRegisters>();
+      consume(ring, epilogue, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
+    } else {
+      warpgroup_registers_decrease<kProducerRegisters>();
+      if (thread == kConsumerThreads) produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
+    }
+  }
+};
+
+#endif  // HIPGRAD_GEMM_TMA
+
+}  // namespace detail
+
+#if defined(HIPGRAD_BACKEND_CUDA)
+
+/// The TMA tile GEMM (sm_90a): a persistent grid of at most one block per multiprocessor
+/// walking tiles_m·tiles_n·splits work items, tma_kernel_threads<Cfg>() threads,
+/// tma_kernel_shared_bytes<Cfg, T>() of dynamic shared memory. Only for devices where
+/// device_runs_wgmma() and for configurations WgmmaPlan supports: elsewhere the body traps.
+template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+__global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
+    tma_tile_gemm(const __grid_constant__ OperandA a, const __grid_constant__ OperandB b, Epilogue epilogue,
+                  int k_tiles_per_split, int splits) {
+#if defined(HIPGRAD_GEMM_TMA)
+  if constexpr (tma_kernel_supported<Cfg, OperandA, OperandB>()) {
+    extern __shared__ uint4 gemm_shared[];
+    char* shared = reinterpret_cast<char*>(gemm_shared);
+    const std::uint32_t address = shared_address(shared);
+    shared += (Cfg::kSharedAlignment - address % Cfg::kSharedAlignment) % Cfg::kSharedAlignment;
+    detail::TmaMainloop<Cfg, OperandA, OperandB, Epilogue>::run(shared, a, b, epilogue, k_tiles_per_split, splits);
+    return;
+  }
+#endif
+  (void)a, (void)b, (void)epilogue, (void)k_tiles_per_split, (void)splits;
+  __trap();
+}
+
+#endif  // HIPGRAD_BACKEND_CUDA
+
+}  // namespace hipgrad::gemm
