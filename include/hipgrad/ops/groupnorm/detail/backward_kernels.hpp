@@ -126,14 +126,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < V; ++j) lanes[t.lane_slot(t.lane, j)] = sums[j];
   }
   block_sync();
-  if (t.active && t.lane == 0) {
-    HIPGRAD_UNROLL
-    for (int j = 0; j < V; ++j) {
-      GradientSums total = lanes[t.lane_slot(0, j)];
-      for (int l = 1; l < t.map.row_lanes; ++l) total = total + lanes[t.lane_slot(l, j)];
-      partials[(t.n * g.c + t.column * V + j) * g.tiles_per_sample_channel + t.k] = total;
-    }
-  }
+  const Index first_channel = (t.column - t.column_in_block) * V;
+  sum_lanes(t, lanes, [&](int column_in_block, int j, const GradientSums& total) {
+    partials[(t.n * g.c + first_channel + column_in_block * V + j) * g.tiles_per_sample_channel + t.k] = total;
+  });
 }
 
 // ---- per-group coefficients and dγ/dβ --------------------------------------------------------------

@@ -113,19 +113,22 @@ __global__ void __launch_bounds__(kThreads)
   }
   // Every lane of a column shares the column's shifts, so lanes combine by plain addition.
   __shared__ Array<float, 3> lanes[kThreads * V];
+  __shared__ float shifts[ColumnMapping<kThreads, V>::kMaxColumnsPerBlock * V];
   if (t.active) {
     HIPGRAD_UNROLL
     for (int i = 0; i < V; ++i) lanes[t.lane_slot(t.lane, i)] = sums[i].sums;
-  }
-  block_sync();
-  if (t.active && t.lane == 0) {
-    HIPGRAD_UNROLL
-    for (int i = 0; i < V; ++i) {
-      Array<float, 3> total = lanes[t.lane_slot(0, i)];
-      for (int l = 1; l < t.map.row_lanes; ++l) total = total + lanes[t.lane_slot(l, i)];
-      partials[((t.n * g.c + t.column * V + i) * g.tiles_per_sample_channel) + t.k] = ShiftedSums::moments(sums[i].shift, total);
+    if (t.lane == 0) {
+      HIPGRAD_UNROLL
+      for (int i = 0; i < V; ++i) shifts[t.column_in_block * V + i] = sums[i].shift;
     }
   }
+  block_sync();
+  const Index first_channel = (t.column - t.column_in_block) * V;
+  sum_lanes(t, lanes, [&](int column_in_block, int i, const Array<float, 3>& total) {
+    const Index c = first_channel + column_in_block * V + i;
+    partials[(t.n * g.c + c) * g.tiles_per_sample_channel + t.k] =
+        ShiftedSums::moments(shifts[column_in_block * V + i], total);
+  });
 }
 
 // ---- per-group statistics ------------------------------------------------------------------------

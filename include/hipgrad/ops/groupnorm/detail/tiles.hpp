@@ -113,4 +113,22 @@ struct ColumnTile {
   }
 };
 
+/// After a barrier that follows every active thread's write of its V states to
+/// lanes[t.lane_slot(lane, j)]: adds up the lanes of each (column, element) of the block in lane
+/// order, one (column, element) per thread, and calls finish(column_in_block, j, total) with the
+/// total. (One thread per column adding V elements' lanes in turn made each block's tail V times
+/// as long; the order, and so the bits, are the same.)
+template <int kThreads, int V, typename State, typename Finish>
+HIPGRAD_DEVICE HIPGRAD_INLINE void sum_lanes(const ColumnTile<kThreads, V>& t, const State* lanes, Finish finish) {
+  const int columns_per_block = t.map.columns_per_block;
+  const Index first_column = t.column - t.column_in_block;
+  for (int slot = static_cast<int>(threadIdx.x); slot < columns_per_block * V; slot += kThreads) {
+    const int column_in_block = slot / V, j = slot % V;
+    if (first_column + column_in_block >= t.map.columns) break;  // slots of later columns are beyond too
+    State total = lanes[column_in_block * V + j];
+    for (int l = 1; l < t.map.row_lanes; ++l) total = total + lanes[(l * columns_per_block + column_in_block) * V + j];
+    finish(column_in_block, j, total);
+  }
+}
+
 }  // namespace hipgrad::groupnorm::detail
