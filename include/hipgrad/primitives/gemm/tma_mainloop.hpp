@@ -84,11 +84,18 @@ struct TmaMainloop {
   /// Registers per thread after the hand-over (setmaxnreg): the producer keeps 40, the consumers
   /// share the rest of the 64 K register file (multiples of 8, at most 232). Measured: without it
   /// the TF32 consumers (accumulators and B fragments) spill 180 bytes at 384 threads, with it none.
+  /// Only where it moves both sides the right way from the launch budget (65536 / threads, at most
+  /// 255, in multiples of 8): with one consumer warpgroup (256 threads, 248 each) there is nothing
+  /// to gain, and an "increase" below the current count is not allowed.
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters =
       (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8 < 232
           ? (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8
           : 232;
+  static constexpr int kBlockThreads = kConsumerThreads + 128;
+  static constexpr int kLaunchRegisters = (65536 / kBlockThreads < 255 ? 65536 / kBlockThreads : 255) / 8 * 8;
+  static constexpr bool kHandOverRegisters =
+      kConsumerRegisters > kLaunchRegisters && kProducerRegisters < kLaunchRegisters;
   /// Register operands (TF32) must stay intact until their wgmmas end: those stages are released
   /// after wait_group 0, shared-memory ones one stage later (wait_group 1).
   static constexpr int kPendingBatches = Plan::kRegisterA ? 0 : 1;
@@ -175,10 +182,10 @@ struct TmaMainloop {
     // The warpgroup as a warp-uniform value, so that each branch is taken by whole warpgroups.
     const int group = __shfl_sync(0xffffffffu, thread / 128, 0);
     if (group < kConsumerWarps / 4) {
-      warpgroup_registers_increase<kConsumerRegisters>();
+      if constexpr (kHandOverRegisters) warpgroup_registers_increase<kConsumerRegisters>();
       consume(ring, epilogue, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
     } else {
-      warpgroup_registers_decrease<kProducerRegisters>();
+      if constexpr (kHandOverRegisters) warpgroup_registers_decrease<kProducerRegisters>();
       if (thread == kConsumerThreads) produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
     }
   }
