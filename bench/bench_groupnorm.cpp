@@ -4,7 +4,7 @@
 ///
 ///   bench_groupnorm [--ops=fwd,fwd_swish,bwd,bwd_swish] [--dtypes=fp16,bf16,fp32]
 ///                   [--layouts=nchw,nhwc] [--shapes=all|acceptance] [--repeats=20]
-///                   [--algorithm=auto|one_read|three_pass]
+///                   [--algorithm=auto|one_read|three_pass|staged]
 ///
 /// Bytes counted are the minimum traffic: forward x read + y written; backward x and dy read +
 /// dx written (γ, β, statistics and dγ/dβ are negligible and left out, as PyTorch's side does).
@@ -150,10 +150,10 @@ int main(int argc, char** argv) {
   const int repeats = static_cast<int>(args.get_int("repeats", 20));
   const std::string algorithm_option = args.get_string("algorithm", "auto");
   gn::Algorithm algorithm = gn::Algorithm::kAuto;
-  for (gn::Algorithm a : {gn::Algorithm::kAuto, gn::Algorithm::kOneRead, gn::Algorithm::kThreePass})
+  for (gn::Algorithm a : {gn::Algorithm::kAuto, gn::Algorithm::kOneRead, gn::Algorithm::kThreePass, gn::Algorithm::kStaged})
     if (algorithm_option == gn::algorithm_name(a)) algorithm = a;
   if (algorithm_option != gn::algorithm_name(algorithm)) {
-    std::fprintf(stderr, "bench_groupnorm: unknown --algorithm=%s (auto, one_read or three_pass)\n", algorithm_option.c_str());
+    std::fprintf(stderr, "bench_groupnorm: unknown --algorithm=%s (auto, one_read, three_pass or staged)\n", algorithm_option.c_str());
     return 2;
   }
   int failures = 0;

@@ -48,17 +48,20 @@ std::vector<Index> layout_strides(const std::vector<Index>& lengths, Layout layo
   return strides;
 }
 
-/// Packed layouts run both algorithms (kOneRead where the shape allows it: see
-/// OneReadWhereItApplies); padded strides have only the three-pass one, which kAuto picks.
+/// Packed layouts run every algorithm (kOneRead and kStaged where the shape allows them: see
+/// OneReadWhereItApplies and StagedWhereItApplies); padded strides have only the three-pass one,
+/// which kAuto picks.
 std::vector<gn::Algorithm> algorithms_for(Layout layout) {
   if (layout == Layout::kPadded) return {gn::Algorithm::kAuto};
-  return {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead};
+  return {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead, gn::Algorithm::kStaged};
 }
 
-/// Whether a kOneRead run was refused as not applicable (a plane not a multiple of the vector, or
-/// a group too large for a block): the only failure the algorithm choice may add.
+/// Whether a kOneRead or kStaged run was refused as not applicable (a plane not a multiple of the
+/// vector, planes for kStaged, or a group too large for a block): the only failure the algorithm
+/// choice may add.
 bool not_applicable(gn::Algorithm algorithm, const Status& st) {
-  return algorithm == gn::Algorithm::kOneRead && st.code() == hipgrad::StatusCode::kNotSupported;
+  return (algorithm == gn::Algorithm::kOneRead || algorithm == gn::Algorithm::kStaged) &&
+         st.code() == hipgrad::StatusCode::kNotSupported;
 }
 
 struct Case {
@@ -86,6 +89,7 @@ std::vector<Case> cases() {
       {{2, 16, 128, 128}, 2},     // groups larger than a block: one-read over a cluster
       {{2, 160, 48, 64}, 16},     // narrow channels-last groups, banded, over a cluster
       {{1, 8, 131, 257}, 2},      // prime spatial: channels-last rows split unevenly over a cluster
+      {{1, 32, 61, 67}, 2},       // the same for the staged kernels (a band that fits 8 blocks)
   };
 }
 
@@ -364,8 +368,9 @@ TYPED_TEST(GroupNormTest, BackwardIsBitwiseRepeatable) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Data;
   using TP = typename TypeParam::Param;
-  for (gn::Algorithm algorithm : {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead}) {
+  for (gn::Algorithm algorithm : {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead, gn::Algorithm::kStaged}) {
     check_backward_repeatable<T, TP>({6, 160, 40, 48}, 16, /*channels_last=*/true, algorithm);   // banded, over a cluster
+    if (algorithm == gn::Algorithm::kStaged) continue;  // channels last only
     check_backward_repeatable<T, TP>({3, 64, 72, 72}, 8, /*channels_last=*/false, algorithm);
     check_backward_repeatable<T, TP>({200, 48, 6, 6}, 4, /*channels_last=*/false, algorithm);    // dγ/dβ over many samples
   }
@@ -423,6 +428,46 @@ TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
   const Status st = Fwd::can_implement(f, args);
   EXPECT_EQ(st.code(), hipgrad::StatusCode::kNotSupported) << st.to_string();
   EXPECT_NE(st.message().find("one-read"), std::string::npos) << st.to_string();
+}
+
+// kStaged runs the staged kernels for packed channels last (bands of groups in whole 16-byte
+// vectors, over a cluster where a band needs it), and is refused with a reason elsewhere.
+TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  using Fwd = gn::Forward<T, TP>;
+  using Bwd = gn::Backward<T, TP>;
+  auto staged = [](std::vector<Index> lengths, Index groups, bool channels_last) {
+    gn::ForwardProblem f = gn::ForwardProblem::packed(lengths, groups, channels_last);
+    gn::BackwardProblem b = gn::BackwardProblem::packed(lengths, groups, channels_last);
+    f.algorithm = b.algorithm = gn::Algorithm::kStaged;
+    return std::make_pair(Fwd::name(f), Bwd::name(b));
+  };
+  auto has = [](const std::string& name, const char* part) { return name.find(part) != std::string::npos; };
+  // 10 channels per group: bands of groups in whole vectors.
+  auto names = staged({2, 160, 48, 64}, 16, true);
+  EXPECT_TRUE(has(names.first, "_staged_") && has(names.first, "_band")) << names.first;
+  EXPECT_TRUE(has(names.second, "_staged_")) << names.second;
+  // 3072 positions × 32 channels of x and dy: more than one block's staging, a cluster's.
+  names = staged({2, 64, 48, 64}, 2, true);
+  if (hipgrad::cluster_launch_supported()) EXPECT_TRUE(has(names.second, "_k2") || has(names.second, "_k4") || has(names.second, "_k8")) << names.second;
+  // Planes, and channels not a multiple of the vector: refused with the reason.
+  for (auto [lengths, channels_last] : {std::make_pair(std::vector<Index>{2, 40, 16, 16}, false),
+                                        std::make_pair(std::vector<Index>{2, 34, 16, 16}, true)}) {
+    gn::ForwardProblem f = gn::ForwardProblem::packed(lengths, 2, channels_last);
+    f.algorithm = gn::Algorithm::kStaged;
+    DeviceBuffer<T> x, y;
+    DeviceBuffer<TP> gamma, beta;
+    ASSERT_TRUE(x.allocate(f.x.num_elements()).is_ok());
+    ASSERT_TRUE(y.allocate(f.x.num_elements()).is_ok());
+    ASSERT_TRUE(gamma.allocate(f.x.c()).is_ok());
+    ASSERT_TRUE(beta.allocate(f.x.c()).is_ok());
+    const typename Fwd::Args args{x.data(), gamma.data(), beta.data(), y.data(), nullptr, nullptr};
+    const Status st = Fwd::can_implement(f, args);
+    EXPECT_EQ(st.code(), hipgrad::StatusCode::kNotSupported) << st.to_string();
+    EXPECT_NE(st.message().find("staged"), std::string::npos) << st.to_string();
+  }
 }
 
 }  // namespace

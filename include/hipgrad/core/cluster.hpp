@@ -7,6 +7,7 @@
 /// K, and a block's rank in it is blockIdx.x % K.
 #pragma once
 
+#include <cstddef>
 #include <utility>
 
 #include "hipgrad/core/device_intrinsics.hpp"
@@ -69,13 +70,14 @@ inline bool cluster_launch_supported() {
 #endif
 }
 
-/// Launches kernel<<<blocks, threads, 0, stream>>>(args…) in clusters of `cluster` blocks
-/// (blocks a multiple of it). A cluster of one is a plain launch, on every backend.
+/// Launches kernel<<<blocks, threads, shared_bytes, stream>>>(args…) in clusters of `cluster`
+/// blocks (blocks a multiple of it). A cluster of one is a plain launch, on every backend. More
+/// than 48 KB of dynamic shared memory needs the kernel's opt-in (hipFuncSetAttribute) first.
 template <typename... Params, typename... Args>
-hipError_t launch_clustered(void (*kernel)(Params...), unsigned blocks, unsigned threads, unsigned cluster,
-                            hipStream_t stream, Args&&... args) {
+hipError_t launch_clustered_with_shared(void (*kernel)(Params...), unsigned blocks, unsigned threads, unsigned cluster,
+                                        std::size_t shared_bytes, hipStream_t stream, Args&&... args) {
   if (cluster <= 1) {
-    kernel<<<blocks, threads, 0, stream>>>(std::forward<Args>(args)...);
+    kernel<<<blocks, threads, shared_bytes, stream>>>(std::forward<Args>(args)...);
     return hipGetLastError();
   }
 #if defined(HIPGRAD_BACKEND_CUDA)
@@ -87,7 +89,7 @@ hipError_t launch_clustered(void (*kernel)(Params...), unsigned blocks, unsigned
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = 1;
@@ -95,6 +97,13 @@ hipError_t launch_clustered(void (*kernel)(Params...), unsigned blocks, unsigned
 #else
   return hipErrorInvalidValue;
 #endif
+}
+
+/// launch_clustered_with_shared without dynamic shared memory.
+template <typename... Params, typename... Args>
+hipError_t launch_clustered(void (*kernel)(Params...), unsigned blocks, unsigned threads, unsigned cluster,
+                            hipStream_t stream, Args&&... args) {
+  return launch_clustered_with_shared(kernel, blocks, threads, cluster, 0, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace hipgrad

@@ -19,6 +19,7 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/backward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
+#include "hipgrad/ops/groupnorm/detail/staged_plan.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm {
@@ -45,6 +46,7 @@ class Backward {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read_plan(pl, p, a)));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged_plan(pl, p)));
     return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward");
   }
 
@@ -91,6 +93,9 @@ class Backward {
     detail::WorkspaceCarver carver(workspace, workspace_bytes);
     const Buffers b = carve(pl, p, carver);
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
+    const detail::StagedPlan staged = staged_plan(pl, p);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged));
+    if (staged.usable) return run_staged(staged, pl, p, a, b, stream);
     if (one_read.usable) {
       if (p.activation == Activation::kSwish) return run_one_read<Activation::kSwish>(one_read, pl, p, a, b, stream);
       return run_one_read<Activation::kIdentity>(one_read, pl, p, a, b, stream);
@@ -101,10 +106,11 @@ class Backward {
 
   static std::string name(const BackwardProblem& p) {
     const Plan pl = plan(p, true);
+    const detail::StagedPlan staged = staged_plan(pl, p);
     const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
            "_v" + std::to_string(pl.vector) +
-           detail::one_read_name(one_read) +
+           (staged.usable ? detail::staged_name(staged) : detail::one_read_name(one_read)) +
            "_" + activation_name(p.activation);
   }
 
@@ -127,6 +133,24 @@ class Backward {
 
   static detail::OneReadPlan one_read_plan(const detail::Plan& pl, const BackwardProblem& p, const Args& a) {
     return OneRead::plan(p.algorithm, /*forward=*/false, pl, p.x, p.groups, {a.x, a.dy, a.dx});
+  }
+
+  static detail::StagedPlan staged_plan(const Plan& pl, const BackwardProblem& p) {
+    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/2);
+  }
+
+  /// dx and the per-(n, c) totals in one read of x and dy through shared memory, then dγ/dβ.
+  static Status run_staged(const detail::StagedPlan& plan, const Plan& pl, const BackwardProblem& p, const Args& a,
+                           const Buffers& b, hipStream_t stream) {
+    const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
+                                dxs = detail::device_strides(p.dx);
+    const auto kernel = p.activation == Activation::kSwish
+                            ? detail::backward_staged_channels_last<T, TParam, Activation::kSwish>
+                            : detail::backward_staged_channels_last<T, TParam, Activation::kIdentity>;
+    HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
+                                                  plan.rows, plan.slots, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
+                                                  a.dgamma ? b.totals : nullptr));
+    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, stream) : Status::ok();
   }
 
   /// dx and the per-(n, c) totals in one read of x and dy, then dγ/dβ from the totals.

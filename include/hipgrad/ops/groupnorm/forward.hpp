@@ -17,6 +17,7 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/forward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
+#include "hipgrad/ops/groupnorm/detail/staged_plan.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm {
@@ -41,6 +42,7 @@ class Forward {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
     const Plan pl = plan(p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read_plan(pl, p, a)));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged_plan(pl, p)));
     return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward");
   }
 
@@ -58,6 +60,9 @@ class Forward {
     HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward"));
     const detail::OneReadPlan one_read = one_read_plan(pl, p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read));
+    const detail::StagedPlan staged = staged_plan(pl, p);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged));
+    if (staged.usable) return run_staged(staged, pl, p, a, stream);
     if (one_read.usable) return run_one_read(one_read, pl, p, a, stream);
     detail::WorkspaceCarver carver(workspace, workspace_bytes);
     const Buffers b = carve(pl, p, carver);
@@ -71,10 +76,11 @@ class Forward {
 
   static std::string name(const ForwardProblem& p) {
     const Plan pl = plan(p, Args{});
+    const detail::StagedPlan staged = staged_plan(pl, p);
     const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
            "_v" + std::to_string(pl.vector) +
-           detail::one_read_name(one_read) +
+           (staged.usable ? detail::staged_name(staged) : detail::one_read_name(one_read)) +
            "_" + activation_name(p.activation);
   }
 
@@ -88,6 +94,20 @@ class Forward {
 
   static detail::OneReadPlan one_read_plan(const detail::Plan& pl, const ForwardProblem& p, const Args& a) {
     return OneRead::plan(p.algorithm, /*forward=*/true, pl, p.x, p.groups, {a.x, a.y});
+  }
+
+  static detail::StagedPlan staged_plan(const detail::Plan& pl, const ForwardProblem& p) {
+    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/1);
+  }
+
+  static Status run_staged(const detail::StagedPlan& plan, const detail::Plan& pl, const ForwardProblem& p, const Args& a,
+                           hipStream_t stream) {
+    const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
+    const auto kernel = p.activation == Activation::kSwish
+                            ? detail::forward_staged_channels_last<T, TParam, Activation::kSwish>
+                            : detail::forward_staged_channels_last<T, TParam, Activation::kIdentity>;
+    return detail::launch_staged(kernel, plan, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, plan.slots, a.gamma,
+                                 a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
   }
 
   static Status run_one_read(const detail::OneReadPlan& plan, const detail::Plan& pl, const ForwardProblem& p,

@@ -202,6 +202,13 @@ enum class Algorithm {
   kOneRead,
   /// Sums per tile, then statistics per group, then the output: any layout, x (and dy) read twice.
   kThreePass,
+  /// One launch whose blocks copy a unit (a band of adjacent channels-last groups) into shared
+  /// memory, asynchronously in 16-byte vectors, then sum it and write the output from there: x
+  /// (and dy) read from memory once. Packed channels last (NHWC and kin) with 16-byte aligned
+  /// pointers, channels a multiple of the vector (8 fp16/bf16, 4 fp32), a band of groups whose
+  /// channels are too, and a unit that fits the shared memory of one block, or on GPUs with
+  /// thread-block clusters (sm_90) of up to 8 blocks; not_supported, with the reason, otherwise.
+  kStaged,
 };
 
 inline const char* algorithm_name(Algorithm algorithm) {
@@ -209,6 +216,7 @@ inline const char* algorithm_name(Algorithm algorithm) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kOneRead: return "one_read";
     case Algorithm::kThreePass: return "three_pass";
+    case Algorithm::kStaged: return "staged";
   }
   return "unknown";
 }

@@ -298,7 +298,7 @@ struct OneReadKernels {
   static OneReadPlan fit(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups,
                          std::initializer_list<const void*> pointers) {
     OneReadPlan plan;
-    if (algorithm == Algorithm::kThreePass) return plan;
+    if (algorithm == Algorithm::kThreePass || algorithm == Algorithm::kStaged) return plan;
     const int bytes[] = {Shapes::kBytes...}, max_threads[] = {Shapes::kMaxThreads...};
     const int most_blocks = cluster_launch_supported() ? kPortableClusterBlocks : 1;
     const bool planes = pl.path == Path::kPlanesPacked && pl.vector == kV;

@@ -1,0 +1,296 @@
+/// @file staged_channels_last.hpp
+/// @brief GroupNorm forward and fused backward over packed channels-last tensors (NHWC and kin)
+///        in one launch that copies each unit into shared memory, sums it there, and writes the
+///        output from there: x (and dy) leave memory once, as in one_read_channels_last.hpp, but
+///        the data sit in shared memory rather than registers.
+///
+/// Why a second one-read design: holding the unit in registers forces narrow per-thread accesses
+/// (pairs of channels, so that a thread's channels stay in one group) and plain loads whose
+/// registers are live until the sums are done, which capped the reads in flight; a channels-last
+/// band of 10-channel groups measured slower than three-pass that way (docs/perf-notes.md,
+/// steps 9 and 13). Here every thread copies 16-byte vectors with asynchronous copies (cp.async on
+/// sm_80 and later: no registers held, every copy of the block in flight at once), and keeps
+/// per-channel constants for the vector's V channels, whichever groups they belong to.
+///
+/// A unit is a band of `band_groups` adjacent groups of one sample ([positions, band channels],
+/// rows C elements apart), covered by a cluster of `cluster` blocks; block r takes rows
+/// [r·span, (r + 1)·span). Thread t owns vector column t % columns of the band and the rows
+/// first + j·rows_per_step (slot j < slots) of its block's rows; slot j of tensor k lies at
+/// staged[(k·slots + j)·threads + t], so a thread only ever reads what it copied itself and
+/// waits for its own copies, in kStagedChunks groups, summing a chunk as soon as it landed.
+///
+/// Sums: per channel over the block's threads (a warp per column, in row order), per channel
+/// over the cluster (in rank order), per group over its channels (a warp per group, a fixed
+/// butterfly): the bits depend on the sizes only. The forward sums values around a shift per
+/// group (the group's first value of the unit: the same for every block of the cluster), so that
+/// channels and blocks combine by addition.
+#pragma once
+
+#include <cstdint>
+
+#include "hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp"
+#include "hipgrad/primitives/gemm/pipeline.hpp"
+
+namespace hipgrad::groupnorm::detail {
+
+/// Most threads of a staged block, and most channels of its band (the shared arrays' sizes).
+inline constexpr int kStagedMaxThreads = 512;
+inline constexpr int kStagedMaxBandChannels = 512;
+/// Copy groups per thread: the sums of a chunk start while later chunks are still in flight.
+inline constexpr int kStagedChunks = 4;
+static_assert(kStagedMaxThreads >= kStagedMaxBandChannels, "the per-thread scratch doubles as a per-channel array");
+
+/// A thread's column and rows in a staged block.
+struct StagedLane {
+  int column;      ///< 16-byte vector column of the band
+  int slots;       ///< rows per thread (uniform over the block)
+  Index first;     ///< the thread's first row (position)
+  Index step;      ///< rows_per_step
+  Index end;       ///< one past the block's last row
+
+  HIPGRAD_DEVICE static StagedLane of(const OneReadRows& m, int rank, int slots) {
+    StagedLane l;
+    const int columns = static_cast<int>(m.columns);  // ≤ kStagedMaxBandChannels: 32-bit division
+    l.column = static_cast<int>(threadIdx.x) % columns;
+    l.slots = slots;
+    const Index begin = rank * m.span;
+    l.first = begin + static_cast<int>(threadIdx.x) / columns;
+    l.step = m.rows_per_step;
+    l.end = begin + m.span < m.positions ? begin + m.span : m.positions;
+    return l;
+  }
+  HIPGRAD_DEVICE Index row(int slot) const { return first + slot * step; }
+  HIPGRAD_DEVICE bool valid(int slot) const { return row(slot) < end; }
+  /// Slots [begin, end) of chunk k.
+  HIPGRAD_DEVICE int chunk_begin(int k) const { return k * ((slots + kStagedChunks - 1) / kStagedChunks); }
+  HIPGRAD_DEVICE int chunk_end(int k) const {
+    const int e = chunk_begin(k + 1);
+    return e < slots ? e : slots;
+  }
+};
+
+/// The thread's staged vector of tensor `tensor`, slot `slot`.
+template <int V, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* staged, const StagedLane& l, int tensor, int slot) {
+  return *reinterpret_cast<Vector<T, V>*>(&staged[(tensor * l.slots + slot) * static_cast<int>(blockDim.x) + threadIdx.x]);
+}
+
+/// Issues the copies of the thread's valid slots of each tensor (bases[k] at row 0 of the
+/// thread's column; rows `pitch` elements apart), one commit group per chunk.
+template <int kTensors, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch) {
+  HIPGRAD_UNROLL
+  for (int k = 0; k < kStagedChunks; ++k) {
+    for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) {
+      if (!l.valid(j)) break;  // later slots are further down
+      HIPGRAD_UNROLL
+      for (int t = 0; t < kTensors; ++t)
+        gemm::copy_chunk(&staged[(t * l.slots + j) * static_cast<int>(blockDim.x) + threadIdx.x], bases[t] + l.row(j) * pitch, 16);
+    }
+    gemm::commit_copies();
+  }
+}
+
+/// Waits until chunk k of this thread's copies has landed (k a constant after unrolling).
+HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_chunk(int k) {
+  static_assert(kStagedChunks == 4, "one case per chunk");
+  switch (kStagedChunks - 1 - k) {
+    case 3: gemm::wait_copies<3>(); break;
+    case 2: gemm::wait_copies<2>(); break;
+    case 1: gemm::wait_copies<1>(); break;
+    default: gemm::wait_copies<0>(); break;
+  }
+}
+
+/// visit(slot) for each valid slot, chunk by chunk as the chunk lands.
+template <typename Visit>
+HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(const StagedLane& l, Visit&& visit) {
+  HIPGRAD_UNROLL
+  for (int k = 0; k < kStagedChunks; ++k) {
+    wait_for_chunk(k);
+    for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) {
+      if (!l.valid(j)) break;
+      visit(j);
+    }
+  }
+}
+
+/// The cluster's per-channel totals of every thread's V per-element `sums`: column totals of the
+/// block into `partials` (a shared [band channels] array), a cluster barrier, then, for each
+/// channel c of the band this thread visits (c = threadIdx.x, + blockDim.x, …), visit(c, total)
+/// with the ranks' partials added in rank order. The caller ends the peers' reads (cluster_arrive
+/// and, before exit, cluster_wait) when the cluster has more than one block.
+template <int V, typename Value, typename Visit>
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(const Value (&sums)[V], const OneReadRows& m, Value* rows,
+                                                          Value* partials, Visit&& visit) {
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) column_totals(sums[e], m, rows, partials + e, V);
+  if (m.cluster > 1) cluster_sync();
+  for (Index c = threadIdx.x; c < m.columns * V; c += blockDim.x) visit(c, cluster_sum_at(partials, c, m.cluster));
+}
+
+/// The band's group of each of the thread's V channels.
+template <int V>
+HIPGRAD_DEVICE HIPGRAD_INLINE void band_groups_of(const StagedLane& l, Index group_channels, int (&group)[V]) {
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) group[e] = static_cast<int>((l.column * V + e) / group_channels);
+}
+
+/// Where a cluster's unit lies: sample n, first channel c0, its first group's index into [N, G],
+/// and the block's rank in the cluster.
+struct StagedUnit {
+  Index n, c0, first_group;
+  int rank;
+
+  HIPGRAD_DEVICE static StagedUnit of(const Geometry& g, int band_groups, int cluster) {
+    const OneReadBlock b = OneReadBlock::of(cluster);
+    const Index bands = g.groups / band_groups;
+    StagedUnit u;
+    u.n = b.unit / bands;
+    u.c0 = (b.unit % bands) * band_groups * g.group_channels;
+    u.first_group = u.n * g.groups + u.c0 / g.group_channels;
+    u.rank = b.rank;
+    return u;
+  }
+};
+
+template <typename T, typename TParam, Activation kActivation>
+__global__ void __launch_bounds__(kStagedMaxThreads)
+    forward_staged_channels_last(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
+                                 OneReadRows m, int slots, const TParam* __restrict__ gamma,
+                                 const TParam* __restrict__ beta, float epsilon, float swish_beta,
+                                 float* __restrict__ mean, float* __restrict__ rstd) {
+  constexpr int V = kVector16<T>;
+  using Sums = Array<float, 3>;  // Σ(x − shift), Σ(x − shift)², count
+  extern __shared__ uint4 staged[];
+  __shared__ Sums rows[kStagedMaxThreads], channel_sums[kStagedMaxBandChannels];
+  __shared__ GroupStatistics statistics[kOneReadMaxBandGroups];
+  const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
+  const StagedLane lane = StagedLane::of(m, u.rank, slots);
+  const T* unit_x = x + u.n * xs.n + u.c0;
+  const T* const bases[1] = {unit_x + lane.column * V};
+  stage_rows(staged, lane, bases, g.c);
+
+  int group[V];
+  band_groups_of(lane, g.group_channels, group);
+  ShiftedSums sums[V];
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) sums[e].shift = type_convert<float>(unit_x[group[e] * g.group_channels]);
+  visit_staged(lane, [&](int j) {
+    const Vector<T, V> v = staged_vector<V, T>(staged, lane, 0, j);
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e) sums[e].add(type_convert<float>(v[e]));
+  });
+  Sums own[V];
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) own[e] = sums[e].sums;
+  // The cluster's channel totals go to `rows`, free once the column totals are in channel_sums
+  // (channel_sums itself is read by the peers until cluster_arrive).
+  Sums* channel_totals = rows;
+  cluster_channel_totals<V>(own, m, rows, channel_sums, [&](Index c, const Sums& total) { channel_totals[c] = total; });
+  if (m.cluster > 1) cluster_arrive();  // the last read of a peer's channel sums is done
+  block_sync();
+  // A warp per group adds its channels (a fixed butterfly), then the group's moments.
+  const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
+  for (int k = warp; k < m.band_groups; k += warps) {
+    Sums acc{};
+    for (Index i = lane_id(); i < g.group_channels; i += warp_size()) acc = acc + channel_totals[k * g.group_channels + i];
+    acc = warp_butterfly_sum(acc);
+    const Moments moments = ShiftedSums::moments(type_convert<float>(unit_x[k * g.group_channels]), acc);
+    if (lane_id() == 0) statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
+  }
+  block_sync();
+  if (u.rank == 0 && threadIdx.x < m.band_groups) store_statistics(statistics[threadIdx.x], u.first_group + threadIdx.x, mean, rstd);
+
+  float scale[V], shift[V];
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    const Index c = u.c0 + lane.column * V + e;
+    const GroupStatistics st = statistics[group[e]];
+    scale[e] = type_convert<float>(gamma[c]) * st.rstd;
+    shift[e] = type_convert<float>(beta[c]) - st.mean * scale[e];
+  }
+  T* unit_y = y + u.n * ys.n + u.c0 + lane.column * V;
+  for (int j = 0; j < lane.slots && lane.valid(j); ++j) {
+    const Vector<T, V> v = staged_vector<V, T>(staged, lane, 0, j);
+    Vector<T, V> out;
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e)
+      out[e] = type_convert<T>(activate<kActivation>(scale[e] * type_convert<float>(v[e]) + shift[e], swish_beta));
+    store_vector<V>(unit_y + lane.row(j) * g.c, out);
+  }
+  if (m.cluster > 1) cluster_wait();  // no peer reads this block's channel sums any more
+}
+
+/// Fused backward: per-channel (Σdz, Σdz·(x − μ)) over the unit (kept in `totals` for dγ/dβ when
+/// given), each group's γ-weighted sums from them, then dx (when given) from shared memory.
+template <typename T, typename TParam, Activation kActivation>
+__global__ void __launch_bounds__(kStagedMaxThreads)
+    backward_staged_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
+                                  T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadRows m, int slots,
+                                  const float* __restrict__ mean, const float* __restrict__ rstd,
+                                  const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
+                                  GradientSums* __restrict__ totals) {
+  constexpr int V = kVector16<T>;
+  extern __shared__ uint4 staged[];
+  __shared__ GradientSums rows[kStagedMaxThreads], channel_sums[kStagedMaxBandChannels];
+  GradientSums* weighted = rows;  // free once the column totals are in channel_sums
+  __shared__ GradientSums group_sums[kOneReadMaxBandGroups];
+  const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
+  const StagedLane lane = StagedLane::of(m, u.rank, slots);
+  const T* const bases[2] = {x + u.n * xs.n + u.c0 + lane.column * V, dy + u.n * dys.n + u.c0 + lane.column * V};
+  stage_rows(staged, lane, bases, g.c);
+
+  int group[V];
+  band_groups_of(lane, g.group_channels, group);
+  ChannelState state[V];
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    const Index c = u.c0 + lane.column * V + e;
+    const float beta_c = kActivation == Activation::kSwish ? beta_or_zero(beta, c) : 0.0f;
+    state[e] = make_channel_state(mean[u.first_group + group[e]], rstd[u.first_group + group[e]],
+                                  type_convert<float>(gamma[c]), beta_c);
+  }
+  GradientSums sums[V];
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) sums[e] = GradientSums{{0.0f, 0.0f}};
+  visit_staged(lane, [&](int j) {
+    const Vector<T, V> xv = staged_vector<V, T>(staged, lane, 0, j), dv = staged_vector<V, T>(staged, lane, 1, j);
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e)
+      accumulate<kActivation>(sums[e], type_convert<float>(dv[e]), type_convert<float>(xv[e]), state[e], swish_beta);
+  });
+  cluster_channel_totals<V>(sums, m, rows, channel_sums, [&](Index c, const GradientSums& total) {
+    if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
+    const float gamma_c = type_convert<float>(gamma[u.c0 + c]);
+    weighted[c] = GradientSums{{gamma_c * total[0], gamma_c * total[1]}};
+  });
+  if (m.cluster > 1) cluster_arrive();  // the last read of a peer's channel sums is done
+
+  if (dx != nullptr) {  // uniform across the cluster
+    block_sync();
+    group_totals(weighted, g.group_channels, m.band_groups, group_sums);
+    block_sync();
+    const float inverse_count = 1.0f / static_cast<float>(g.group_channels * g.spatial);
+    DataGradient coefficients[V];
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e) {
+      const GradientSums ab = group_sums[group[e]];
+      const float rs = state[e].rstd;
+      coefficients[e] = DataGradient{rs * state[e].gamma, -rs * rs * rs * ab[1] * inverse_count, -rs * ab[0] * inverse_count};
+    }
+    T* unit_dx = dx + u.n * dxs.n + u.c0 + lane.column * V;
+    for (int j = 0; j < lane.slots && lane.valid(j); ++j) {
+      const Vector<T, V> xv = staged_vector<V, T>(staged, lane, 0, j), dv = staged_vector<V, T>(staged, lane, 1, j);
+      Vector<T, V> out;
+      HIPGRAD_UNROLL
+      for (int e = 0; e < V; ++e)
+        out[e] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dv[e]), type_convert<float>(xv[e]), state[e],
+                                                            coefficients[e], swish_beta));
+      store_vector<V>(unit_dx + lane.row(j) * g.c, out);
+    }
+  }
+  if (m.cluster > 1) cluster_wait();  // no peer reads this block's channel sums any more
+}
+
+}  // namespace hipgrad::groupnorm::detail
