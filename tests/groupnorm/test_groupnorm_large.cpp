@@ -32,7 +32,8 @@ namespace gn = hipgrad::groupnorm;
 // [N, C, H, W] with N·C·H·W = 2,148,007,936 > 2^31: groups far larger than a block (three-pass).
 const std::vector<Index> kLargeGroups = {2, 32, 8192, 4097};
 // 65537·32·32·32 = 2,147,516,416 > 2^31 in 65537 groups of 32 K elements (one-read in both
-// layouts: 32 fp16 channels make 64-byte channels-last rows).
+// layouts: 32 fp16 channels make 64-byte channels-last rows; channels last runs the staged kernels
+// under kAuto on a GPU with a block for each multiprocessor).
 const std::vector<Index> kManyGroups = {65537, 32, 32, 32};
 
 struct Host {
@@ -86,8 +87,12 @@ void run_case(const std::vector<Index>& lengths, Index groups, bool channels_las
   auto bp = gn::BackwardProblem::packed(lengths, groups, channels_last);
   using Fwd = gn::Forward<half, float>;
   using Bwd = gn::Backward<half, float>;
-  EXPECT_EQ(Fwd::name(fp).find("one_read") != std::string::npos, one_read) << Fwd::name(fp);
-  EXPECT_EQ(Bwd::name(bp).find("one_read") != std::string::npos, one_read) << Bwd::name(bp);
+  // Either one-read design (registers, or shared memory: "staged") reads x once.
+  auto reads_once = [](const std::string& name) {
+    return name.find("one_read") != std::string::npos || name.find("_staged_") != std::string::npos;
+  };
+  EXPECT_EQ(reads_once(Fwd::name(fp)), one_read) << Fwd::name(fp);
+  EXPECT_EQ(reads_once(Bwd::name(bp)), one_read) << Bwd::name(bp);
   ASSERT_TRUE(ws.allocate(std::max(Fwd::workspace_size(fp), Bwd::workspace_size(bp))).is_ok());
   auto st = Fwd::run(fp, {x.data(), gamma.data(), beta.data(), out.data(), mean.data(), rstd.data()}, ws.data(), ws.bytes(), nullptr);
   ASSERT_TRUE(st.is_ok()) << st.to_string();

@@ -39,6 +39,24 @@ inline constexpr int kStagedMaxBandChannels = 512;
 /// Copy groups per thread: the sums of a chunk start while later chunks are still in flight.
 inline constexpr int kStagedChunks = 4;
 static_assert(kStagedMaxThreads >= kStagedMaxBandChannels, "the per-thread scratch doubles as a per-channel array");
+/// Registers per thread at most, and the most threads of a block that then fits twice on a
+/// multiprocessor of 64 K registers: two blocks per multiprocessor, one loading while the other
+/// sums or writes, ran faster than one block with twice the staging or with more threads
+/// (docs/perf-notes.md, step 14). sm_90a, ptxas: 16 bytes spilled at most (16-bit forward without
+/// Swish, 16-bit backward with it; the 16-bit forwards spilled 52–76 bytes at 64 registers).
+inline constexpr int kStagedForwardRegisters = 80, kStagedForwardPairThreads = 384;
+inline constexpr int kStagedBackwardRegisters = 96, kStagedBackwardPairThreads = 320;
+static_assert(2 * kStagedForwardPairThreads * kStagedForwardRegisters <= 65536, "two blocks fit the register file");
+static_assert(2 * kStagedBackwardPairThreads * kStagedBackwardRegisters <= 65536, "two blocks fit the register file");
+#if defined(HIPGRAD_BACKEND_CUDA)
+// __maxnreg__ caps the registers whatever the block size (up to kStagedMaxThreads, where a block
+// has a multiprocessor to itself); __launch_bounds__ would also cap the threads.
+#define HIPGRAD_STAGED_FORWARD_BOUNDS __maxnreg__(kStagedForwardRegisters)
+#define HIPGRAD_STAGED_BACKWARD_BOUNDS __maxnreg__(kStagedBackwardRegisters)
+#else
+#define HIPGRAD_STAGED_FORWARD_BOUNDS __launch_bounds__(kStagedMaxThreads)
+#define HIPGRAD_STAGED_BACKWARD_BOUNDS __launch_bounds__(kStagedMaxThreads)
+#endif
 
 /// A thread's column and rows in a staged block.
 struct StagedLane {
@@ -47,6 +65,7 @@ struct StagedLane {
   Index first;     ///< the thread's first row (position)
   Index step;      ///< rows_per_step
   Index end;       ///< one past the block's last row
+  int valid_slots; ///< slots [0, valid_slots) hold rows of the tensor
 
   HIPGRAD_DEVICE static StagedLane of(const OneReadRows& m, int rank, int slots) {
     StagedLane l;
@@ -57,16 +76,17 @@ struct StagedLane {
     l.first = begin + static_cast<int>(threadIdx.x) / columns;
     l.step = m.rows_per_step;
     l.end = begin + m.span < m.positions ? begin + m.span : m.positions;
+    const Index rows = l.end > l.first ? (l.end - l.first + l.step - 1) / l.step : 0;
+    l.valid_slots = rows < slots ? static_cast<int>(rows) : slots;
     return l;
   }
   HIPGRAD_DEVICE Index row(int slot) const { return first + slot * step; }
-  HIPGRAD_DEVICE bool valid(int slot) const { return row(slot) < end; }
-  /// Slots [begin, end) of chunk k.
-  HIPGRAD_DEVICE int chunk_begin(int k) const { return k * ((slots + kStagedChunks - 1) / kStagedChunks); }
-  HIPGRAD_DEVICE int chunk_end(int k) const {
-    const int e = chunk_begin(k + 1);
-    return e < slots ? e : slots;
+  /// Slots [begin, end) of chunk k, valid ones only.
+  HIPGRAD_DEVICE int chunk_begin(int k) const {
+    const int b = k * ((slots + kStagedChunks - 1) / kStagedChunks);
+    return b < valid_slots ? b : valid_slots;
   }
+  HIPGRAD_DEVICE int chunk_end(int k) const { return chunk_begin(k + 1); }
 };
 
 /// The thread's staged vector of tensor `tensor`, slot `slot`.
@@ -82,7 +102,6 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l
   HIPGRAD_UNROLL
   for (int k = 0; k < kStagedChunks; ++k) {
     for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) {
-      if (!l.valid(j)) break;  // later slots are further down
       HIPGRAD_UNROLL
       for (int t = 0; t < kTensors; ++t)
         gemm::copy_chunk(&staged[(t * l.slots + j) * static_cast<int>(blockDim.x) + threadIdx.x], bases[t] + l.row(j) * pitch, 16);
@@ -108,10 +127,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(const StagedLane& l, Visit&& vis
   HIPGRAD_UNROLL
   for (int k = 0; k < kStagedChunks; ++k) {
     wait_for_chunk(k);
-    for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) {
-      if (!l.valid(j)) break;
-      visit(j);
-    }
+    for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) visit(j);
   }
 }
 
@@ -155,7 +171,7 @@ struct StagedUnit {
 };
 
 template <typename T, typename TParam, Activation kActivation>
-__global__ void __launch_bounds__(kStagedMaxThreads)
+__global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     forward_staged_channels_last(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
                                  OneReadRows m, int slots, const TParam* __restrict__ gamma,
                                  const TParam* __restrict__ beta, float epsilon, float swish_beta,
@@ -211,7 +227,7 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
     shift[e] = type_convert<float>(beta[c]) - st.mean * scale[e];
   }
   T* unit_y = y + u.n * ys.n + u.c0 + lane.column * V;
-  for (int j = 0; j < lane.slots && lane.valid(j); ++j) {
+  for (int j = 0; j < lane.valid_slots; ++j) {
     const Vector<T, V> v = staged_vector<V, T>(staged, lane, 0, j);
     Vector<T, V> out;
     HIPGRAD_UNROLL
@@ -225,7 +241,7 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
 /// Fused backward: per-channel (Σdz, Σdz·(x − μ)) over the unit (kept in `totals` for dγ/dβ when
 /// given), each group's γ-weighted sums from them, then dx (when given) from shared memory.
 template <typename T, typename TParam, Activation kActivation>
-__global__ void __launch_bounds__(kStagedMaxThreads)
+__global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     backward_staged_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
                                   T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadRows m, int slots,
                                   const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -280,7 +296,7 @@ __global__ void __launch_bounds__(kStagedMaxThreads)
       coefficients[e] = DataGradient{rs * state[e].gamma, -rs * rs * rs * ab[1] * inverse_count, -rs * ab[0] * inverse_count};
     }
     T* unit_dx = dx + u.n * dxs.n + u.c0 + lane.column * V;
-    for (int j = 0; j < lane.slots && lane.valid(j); ++j) {
+    for (int j = 0; j < lane.valid_slots; ++j) {
       const Vector<T, V> xv = staged_vector<V, T>(staged, lane, 0, j), dv = staged_vector<V, T>(staged, lane, 1, j);
       Vector<T, V> out;
       HIPGRAD_UNROLL

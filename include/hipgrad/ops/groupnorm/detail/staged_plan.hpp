@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <string>
 
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
@@ -11,11 +12,22 @@
 
 namespace hipgrad::groupnorm::detail {
 
-/// Staged bytes per block at most, and the narrowest band row, as measured on the H100
-/// (docs/perf-notes.md, step 13). The forward's blocks (≤ 64 registers a thread) fit two to a
-/// multiprocessor at ≤ 100 KB, and 160-byte rows of whole sectors ran best; the backward's (~100
-/// registers) fit one, which its largest staging suits best, and narrower bands.
-inline constexpr std::size_t kStagedForwardBytes = 100 * 1024, kStagedBackwardBytes = 200 * 1024;
+/// How much a staged block may stage, and with how many threads at most, in the order tried, as
+/// measured on the H100 (docs/perf-notes.md, steps 13 and 14): blocks that fit two to a
+/// multiprocessor (≤ 100 KB of staging, and few enough threads for the kernel's registers: see
+/// kStaged*PairThreads) ran best. Bands whose columns need more threads than that take a block
+/// per multiprocessor; so does a backward unit too large for a cluster of 100 KB blocks, with up
+/// to 200 KB each.
+struct StagedBudget {
+  std::size_t bytes;
+  Index most_threads;
+};
+inline constexpr StagedBudget kStagedForwardBudgets[] = {{100 * 1024, kStagedForwardPairThreads},
+                                                         {100 * 1024, kStagedMaxThreads}};
+inline constexpr StagedBudget kStagedBackwardBudgets[] = {{100 * 1024, kStagedBackwardPairThreads},
+                                                          {200 * 1024, kStagedMaxThreads}};
+/// The narrowest band row: 160-byte rows of whole sectors ran best for the forward, narrower
+/// bands for the backward.
 inline constexpr Index kStagedForwardRowBytes = 128, kStagedBackwardRowBytes = 64;
 /// Shared memory the staged kernels declare statically (≤ 12.5 KB), kept free of the staging.
 inline constexpr std::size_t kStagedStaticBytes = 16 * 1024;
@@ -58,12 +70,12 @@ inline std::size_t staged_budget(std::size_t most) {
   return staging < most ? staging : most;
 }
 
-/// Rows per step (threads = rows per step × columns, whole warps, at most kStagedMaxThreads) that
-/// cover `span` rows with the fewest padding slots, then the most threads; 0 if none.
-inline Index staged_rows_per_step(Index columns, Index span) {
+/// Rows per step (threads = rows per step × columns, whole warps, at most `most`) that cover
+/// `span` rows with the fewest padding slots, then the most threads; 0 if none.
+inline Index staged_rows_per_step(Index columns, Index span, Index most) {
   const Index granule = columns / greatest_common_divisor(columns, kStagedWarpGranule) * kStagedWarpGranule;
   Index best = 0, best_padding = 0;
-  for (Index threads = granule; threads <= kStagedMaxThreads; threads += granule) {
+  for (Index threads = granule; threads <= most; threads += granule) {
     const Index step = threads / columns, padding = ceil_div(span, step) * step - span;
     if (best == 0 || padding <= best_padding) {
       best = step;
@@ -73,8 +85,8 @@ inline Index staged_rows_per_step(Index columns, Index span) {
   return best;
 }
 
-/// The staged plan of an op over x (and dy: `tensors` = 2), or an unusable one. kAuto does not
-/// take it (docs/perf-notes.md, step 13).
+/// The staged plan of an op over x (and dy: `tensors` = 2), or an unusable one: the first budget
+/// tier, then the smallest cluster, that holds a band.
 template <typename T>
 StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int tensors) {
   constexpr int V = kVector16<T>;
@@ -97,26 +109,33 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   m.group_columns = m.columns / band;  // unused: a vector may hold channels of two groups
   m.positions = x.spatial_size();
   m.band_groups = band;
-  const std::size_t budget = staged_budget(forward ? kStagedForwardBytes : kStagedBackwardBytes);
   const int most_blocks = cluster_launch_supported() ? kPortableClusterBlocks : 1;
-  for (int cluster = 1; cluster <= most_blocks && !plan.usable; cluster *= 2) {
-    m.cluster = cluster;
-    m.span = ceil_div(m.positions, Index{cluster});
-    if (m.span * (cluster - 1) >= m.positions) break;  // a block with nothing to do
-    m.rows_per_step = staged_rows_per_step(m.columns, m.span);
-    if (m.rows_per_step == 0) return plan;
-    const Index slots = ceil_div(m.span, m.rows_per_step), threads = m.rows_per_step * m.columns;
-    const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors);
-    if (bytes > budget) continue;
-    plan.usable = true;
-    plan.rows = m;
-    plan.slots = static_cast<int>(slots);
-    plan.threads = static_cast<unsigned>(threads);
-    plan.shared_bytes = bytes;
+  const StagedBudget* tiers = forward ? kStagedForwardBudgets : kStagedBackwardBudgets;
+  const std::size_t tier_count = forward ? std::size(kStagedForwardBudgets) : std::size(kStagedBackwardBudgets);
+  for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
+    const StagedBudget& tier = tiers[t];
+    const std::size_t budget = staged_budget(tier.bytes);
+    for (int cluster = 1; cluster <= most_blocks && !plan.usable; cluster *= 2) {
+      m.cluster = cluster;
+      m.span = ceil_div(m.positions, Index{cluster});
+      if (m.span * (cluster - 1) >= m.positions) break;  // a block with nothing to do
+      m.rows_per_step = staged_rows_per_step(m.columns, m.span, tier.most_threads);
+      if (m.rows_per_step == 0) break;
+      const Index slots = ceil_div(m.span, m.rows_per_step), threads = m.rows_per_step * m.columns;
+      const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors);
+      if (bytes > budget) continue;
+      plan.usable = true;
+      plan.rows = m;
+      plan.slots = static_cast<int>(slots);
+      plan.threads = static_cast<unsigned>(threads);
+      plan.shared_bytes = bytes;
+    }
   }
   plan.units = x.n() * (groups / band);
   plan.usable = plan.usable && plan.blocks() <= 2147483647;  // a 1-D grid
-  if (algorithm == Algorithm::kAuto) plan.usable = false;  // measured slower than three-pass on most shapes (step 13)
+  // kAuto takes it where the grid has a block for every multiprocessor: with fewer, the register
+  // one-read kernels, which spread a unit over more threads, ran faster (step 14).
+  if (algorithm == Algorithm::kAuto && plan.blocks() < Index{multiprocessors()}) plan.usable = false;
   return plan;
 }
 
