@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 #include "hipgrad/core/device_intrinsics.hpp"
@@ -34,6 +35,13 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_wait() {
   __cluster_barrier_wait();
 #endif
 }
+/// cluster_arrive without the release: for a barrier that orders nothing but the blocks' start
+/// (a block's shared memory takes a peer's writes only once the block runs).
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_arrive_relaxed() {
+#if defined(HIPGRAD_DEVICE_CLUSTERS)
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+#endif
+}
 /// A barrier across the cluster (also a barrier across the block).
 HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_sync() {
 #if defined(HIPGRAD_DEVICE_CLUSTERS)
@@ -46,9 +54,9 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_sync() {
 
 /// The address of `shared` (a __shared__ object of the caller) in the block of rank `rank`.
 template <typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE const T* cluster_peer(const T* shared, int rank) {
+HIPGRAD_DEVICE HIPGRAD_INLINE T* cluster_peer(T* shared, int rank) {
 #if defined(HIPGRAD_DEVICE_CLUSTERS)
-  return static_cast<const T*>(__cluster_map_shared_rank(shared, static_cast<unsigned>(rank)));
+  return static_cast<T*>(__cluster_map_shared_rank(const_cast<std::remove_const_t<T>*>(shared), static_cast<unsigned>(rank)));
 #else
   (void)rank;
   return shared;

@@ -131,18 +131,86 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(const StagedLane& l, Visit&& vis
   }
 }
 
-/// The cluster's per-channel totals of every thread's V per-element `sums`: column totals of the
-/// block into `partials` (a shared [band channels] array), a cluster barrier, then, for each
-/// channel c of the band this thread visits (c = threadIdx.x, + blockDim.x, …), visit(c, total)
-/// with the ranks' partials added in rank order. The caller ends the peers' reads (cluster_arrive
-/// and, before exit, cluster_wait) when the cluster has more than one block.
-template <int V, typename Value, typename Visit>
-HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(const Value (&sums)[V], const OneReadRows& m, Value* rows,
-                                                          Value* partials, Visit&& visit) {
+/// The block's total per channel of the band of every thread's V per-element `sums` (channel
+/// column·V + e), each sent to slot `rank` of every block of the cluster's `exchange`
+/// ([cluster][band channels], local when the cluster is one block). Lanes of a warp that share a
+/// column (lanes `columns` apart) are added by shuffles first, then the warps' partials in warp
+/// order through `scratch` ([kStagedMaxThreads]), as many elements per barrier as it holds: one
+/// barrier for narrow bands, where a barrier per element made the sums a fifth of the kernel's
+/// time (docs/perf-notes.md, step 15). The caller's next barrier orders the sends.
+template <int V, typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE void send_column_totals(Value (&sums)[V], const OneReadRows& m, int rank, Value* scratch,
+                                                      Value* exchange) {
+  constexpr int width = warp_size();
+  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / width;
+  const int warps = static_cast<int>(blockDim.x) / width, columns = static_cast<int>(m.columns);
+  // Rounds d = columns, 2·columns, … < width, uniform across the warp (the lanes' slot loops
+  // diverged just before); a lane past the warp's end adds zeros.
+  warp_converge();
   HIPGRAD_UNROLL
-  for (int e = 0; e < V; ++e) column_totals(sums[e], m, rows, partials + e, V);
-  if (m.cluster > 1) cluster_sync();
-  for (Index c = threadIdx.x; c < m.columns * V; c += blockDim.x) visit(c, cluster_sum_at(partials, c, m.cluster));
+  for (int round = 0; (1 << round) < width; ++round) {
+    const int d = columns << round;
+    if (d >= width) break;
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e) sums[e] = sums[e] + shfl_down_or_zero(sums[e], d);
+  }
+  // Lanes [0, holders) of each warp now hold its partials: lane l those of thread warp·width + l.
+  const int holders = columns < width ? columns : width;
+  const int per_pass_most = kStagedMaxThreads / (warps * holders);
+  const int per_pass = per_pass_most < 1 ? 1 : (per_pass_most > V ? V : per_pass_most);
+  const Index channels = m.columns * V;
+  for (int e0 = 0; e0 < V; e0 += per_pass) {
+    const int count = V - e0 < per_pass ? V - e0 : per_pass;
+    if (e0 > 0) block_sync();  // the previous pass has read `scratch`
+    if (lane < holders) {
+      HIPGRAD_UNROLL
+      for (int e = 0; e < V; ++e)
+        if (e >= e0 && e < e0 + count) scratch[((e - e0) * warps + warp) * holders + lane] = sums[e];
+    }
+    block_sync();
+    for (int item = static_cast<int>(threadIdx.x); item < count * columns; item += static_cast<int>(blockDim.x)) {
+      const int k = item / columns, column = item % columns;
+      const Value* pass = scratch + k * warps * holders;
+      Value total{};
+      if (columns < width) {
+        // Warp w's lanes start at column `first` = w·width mod columns: its lane for `column`.
+        const int advance = width % columns;
+        for (int w = 0, first = 0; w < warps; ++w) {
+          total = total + pass[w * holders + (column >= first ? column - first : column + columns - first)];
+          first += advance;
+          if (first >= columns) first -= columns;
+        }
+      } else {
+        for (int t = column; t < warps * width; t += columns) total = total + pass[t];
+      }
+      const Index at = rank * channels + column * V + e0 + k;
+      for (int r = 0; r < m.cluster; ++r) cluster_peer(exchange, r)[at] = total;
+    }
+  }
+}
+
+/// The cluster's per-channel totals of every thread's V per-element `sums`, then, for each channel
+/// c of the band this thread visits (c = threadIdx.x, + blockDim.x, …), visit(c, total) with the
+/// ranks' partials added in rank order. The blocks send their partials into each other's
+/// `exchange` (see send_column_totals) and read only their own after the cluster barrier, so no
+/// block waits for its peers before it exits; the caller arrives (cluster_arrive_relaxed) at the
+/// start of the kernel, so that no block sends before every peer runs.
+template <int V, typename Value, typename Visit>
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(Value (&sums)[V], const OneReadRows& m, int rank, Value* scratch,
+                                                          Value* exchange, Visit&& visit) {
+  if (m.cluster > 1) cluster_wait();  // every peer has started
+  send_column_totals<V>(sums, m, rank, scratch, exchange);
+  if (m.cluster > 1) {
+    cluster_sync();
+  } else {
+    block_sync();
+  }
+  const Index channels = m.columns * V;
+  for (Index c = threadIdx.x; c < channels; c += blockDim.x) {
+    Value total = exchange[c];
+    for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * channels + c];
+    visit(c, total);
+  }
 }
 
 /// The band's group of each of the thread's V channels.
@@ -179,8 +247,10 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   constexpr int V = kVector16<T>;
   using Sums = Array<float, 3>;  // Σ(x − shift), Σ(x − shift)², count
   extern __shared__ uint4 staged[];
-  __shared__ Sums rows[kStagedMaxThreads], channel_sums[kStagedMaxBandChannels];
+  __shared__ Sums rows[kStagedMaxThreads];
   __shared__ GroupStatistics statistics[kOneReadMaxBandGroups];
+  __shared__ float group_shifts[kOneReadMaxBandGroups];
+  if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
   const StagedLane lane = StagedLane::of(m, u.rank, slots);
   const T* unit_x = x + u.n * xs.n + u.c0;
@@ -192,6 +262,11 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   ShiftedSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e].shift = type_convert<float>(unit_x[group[e] * g.group_channels]);
+  if (threadIdx.x < m.columns) {  // the block's first row: each group's shift, for its moments
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e)
+      if ((lane.column * V + e) % g.group_channels == 0) group_shifts[group[e]] = sums[e].shift;
+  }
   visit_staged(lane, [&](int j) {
     const Vector<T, V> v = staged_vector<V, T>(staged, lane, 0, j);
     HIPGRAD_UNROLL
@@ -200,11 +275,10 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   Sums own[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) own[e] = sums[e].sums;
-  // The cluster's channel totals go to `rows`, free once the column totals are in channel_sums
-  // (channel_sums itself is read by the peers until cluster_arrive).
+  // The cluster's channel totals go to `rows`, free once the block's column totals are sent.
   Sums* channel_totals = rows;
-  cluster_channel_totals<V>(own, m, rows, channel_sums, [&](Index c, const Sums& total) { channel_totals[c] = total; });
-  if (m.cluster > 1) cluster_arrive();  // the last read of a peer's channel sums is done
+  Sums* exchange = reinterpret_cast<Sums*>(staged + slots * static_cast<int>(blockDim.x));  // after the staging
+  cluster_channel_totals<V>(own, m, u.rank, rows, exchange, [&](Index c, const Sums& total) { channel_totals[c] = total; });
   block_sync();
   // A warp per group adds its channels (a fixed butterfly), then the group's moments.
   const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
@@ -212,7 +286,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     Sums acc{};
     for (Index i = lane_id(); i < g.group_channels; i += warp_size()) acc = acc + channel_totals[k * g.group_channels + i];
     acc = warp_butterfly_sum(acc);
-    const Moments moments = ShiftedSums::moments(type_convert<float>(unit_x[k * g.group_channels]), acc);
+    const Moments moments = ShiftedSums::moments(group_shifts[k], acc);
     if (lane_id() == 0) statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
   }
   block_sync();
@@ -235,7 +309,6 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       out[e] = type_convert<T>(activate<kActivation>(scale[e] * type_convert<float>(v[e]) + shift[e], swish_beta));
     store_vector<V>(unit_y + lane.row(j) * g.c, out);
   }
-  if (m.cluster > 1) cluster_wait();  // no peer reads this block's channel sums any more
 }
 
 /// Fused backward: per-channel (Σdz, Σdz·(x − μ)) over the unit (kept in `totals` for dγ/dβ when
@@ -249,9 +322,11 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                                   GradientSums* __restrict__ totals) {
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
-  __shared__ GradientSums rows[kStagedMaxThreads], channel_sums[kStagedMaxBandChannels];
-  GradientSums* weighted = rows;  // free once the column totals are in channel_sums
+  __shared__ GradientSums rows[kStagedMaxThreads];
+  GradientSums* weighted = rows;  // free once the block's column totals are sent
   __shared__ GradientSums group_sums[kOneReadMaxBandGroups];
+  __shared__ float band_gamma[kStagedMaxBandChannels];
+  if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
   const StagedLane lane = StagedLane::of(m, u.rank, slots);
   const T* const bases[2] = {x + u.n * xs.n + u.c0 + lane.column * V, dy + u.n * dys.n + u.c0 + lane.column * V};
@@ -267,6 +342,10 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     state[e] = make_channel_state(mean[u.first_group + group[e]], rstd[u.first_group + group[e]],
                                   type_convert<float>(gamma[c]), beta_c);
   }
+  if (threadIdx.x < m.columns) {  // the block's first row: γ of the band, for the group sums
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e) band_gamma[lane.column * V + e] = state[e].gamma;
+  }
   GradientSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e] = GradientSums{{0.0f, 0.0f}};
@@ -276,12 +355,11 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     for (int e = 0; e < V; ++e)
       accumulate<kActivation>(sums[e], type_convert<float>(dv[e]), type_convert<float>(xv[e]), state[e], swish_beta);
   });
-  cluster_channel_totals<V>(sums, m, rows, channel_sums, [&](Index c, const GradientSums& total) {
+  GradientSums* exchange = reinterpret_cast<GradientSums*>(staged + 2 * slots * static_cast<int>(blockDim.x));
+  cluster_channel_totals<V>(sums, m, u.rank, rows, exchange, [&](Index c, const GradientSums& total) {
     if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
-    const float gamma_c = type_convert<float>(gamma[u.c0 + c]);
-    weighted[c] = GradientSums{{gamma_c * total[0], gamma_c * total[1]}};
+    weighted[c] = GradientSums{{band_gamma[c] * total[0], band_gamma[c] * total[1]}};
   });
-  if (m.cluster > 1) cluster_arrive();  // the last read of a peer's channel sums is done
 
   if (dx != nullptr) {  // uniform across the cluster
     block_sync();
@@ -306,7 +384,6 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
       store_vector<V>(unit_dx + lane.row(j) * g.c, out);
     }
   }
-  if (m.cluster > 1) cluster_wait();  // no peer reads this block's channel sums any more
 }
 
 }  // namespace hipgrad::groupnorm::detail

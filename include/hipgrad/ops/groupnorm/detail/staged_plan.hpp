@@ -29,7 +29,7 @@ inline constexpr StagedBudget kStagedBackwardBudgets[] = {{100 * 1024, kStagedBa
 /// The narrowest band row: 160-byte rows of whole sectors ran best for the forward, narrower
 /// bands for the backward.
 inline constexpr Index kStagedForwardRowBytes = 128, kStagedBackwardRowBytes = 64;
-/// Shared memory the staged kernels declare statically (≤ 12.5 KB), kept free of the staging.
+/// Shared memory the staged kernels declare statically (≤ 6.5 KB), kept free of the staging.
 inline constexpr std::size_t kStagedStaticBytes = 16 * 1024;
 /// Threads come in whole warps of this many lanes (NVIDIA 32, AMD up to 64).
 #if defined(HIPGRAD_BACKEND_CUDA)
@@ -109,6 +109,8 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   m.group_columns = m.columns / band;  // unused: a vector may hold channels of two groups
   m.positions = x.spatial_size();
   m.band_groups = band;
+  // A channel's partial sums: Σ(x − shift), Σ(x − shift)², count (forward); Σdz, Σdz·(x − μ).
+  const std::size_t exchanged_bytes = forward ? sizeof(Array<float, 3>) : sizeof(GradientSums);
   const int most_blocks = cluster_launch_supported() ? kPortableClusterBlocks : 1;
   const StagedBudget* tiers = forward ? kStagedForwardBudgets : kStagedBackwardBudgets;
   const std::size_t tier_count = forward ? std::size(kStagedForwardBudgets) : std::size(kStagedBackwardBudgets);
@@ -122,7 +124,9 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       m.rows_per_step = staged_rows_per_step(m.columns, m.span, tier.most_threads);
       if (m.rows_per_step == 0) break;
       const Index slots = ceil_div(m.span, m.rows_per_step), threads = m.rows_per_step * m.columns;
-      const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors);
+      // The staging, then the cluster's exchange of per-channel partials (send_column_totals).
+      const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors) +
+                                static_cast<std::size_t>(cluster * m.columns * V) * exchanged_bytes;
       if (bytes > budget) continue;
       plan.usable = true;
       plan.rows = m;
