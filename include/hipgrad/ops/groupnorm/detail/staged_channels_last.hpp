@@ -19,9 +19,10 @@
 /// staged[(k·slots + j)·threads + t], so a thread only ever reads what it copied itself and
 /// waits for its own copies, in kStagedChunks groups, summing a chunk as soon as it landed.
 ///
-/// Sums: per channel over the block's threads (a warp per column, in row order), per channel
-/// over the cluster (in rank order), per group over its channels (a warp per group, a fixed
-/// butterfly): the bits depend on the sizes only. The forward sums values around a shift per
+/// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order),
+/// per channel over the cluster (each block sends its totals to every peer; ranks added in
+/// order), per group over its channels (a warp per group, a fixed butterfly): the bits depend on
+/// the sizes only. The forward sums values around a shift per
 /// group (the group's first value of the unit: the same for every block of the cluster), so that
 /// channels and blocks combine by addition.
 #pragma once
