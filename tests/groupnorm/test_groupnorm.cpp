@@ -90,6 +90,7 @@ std::vector<Case> cases() {
       {{2, 160, 48, 64}, 16},     // narrow channels-last groups, banded, over a cluster
       {{1, 8, 131, 257}, 2},      // prime spatial: channels-last rows split unevenly over a cluster
       {{1, 32, 61, 67}, 2},       // the same for the staged kernels (a band that fits 8 blocks)
+      {{1, 32, 128, 128}, 2},     // a staged backward unit too large for 8 blocks: a cluster of 16
   };
 }
 
@@ -452,6 +453,11 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
   // 3072 positions × 32 channels of x and dy: more than one block's staging, a cluster's.
   names = staged({2, 64, 48, 64}, 2, true);
   if (hipgrad::cluster_launch_supported()) EXPECT_TRUE(has(names.second, "_k2") || has(names.second, "_k4") || has(names.second, "_k8")) << names.second;
+  // 16384 positions × 32 channels of x and dy (2 MB in 16-bit, a band of one group in fp32): more
+  // than 8 blocks of 200 KB hold, so 16 (sm_90 has room for such a cluster, a block per
+  // multiprocessor).
+  names = staged({1, 32, 128, 128}, 2, true);
+  if (hipgrad::cluster_launch_supported()) EXPECT_TRUE(has(names.second, "_k16")) << names.second;
   // Planes, and channels not a multiple of the vector: refused with the reason.
   for (auto [lengths, channels_last] : {std::make_pair(std::vector<Index>{2, 40, 16, 16}, false),
                                         std::make_pair(std::vector<Index>{2, 34, 16, 16}, true)}) {

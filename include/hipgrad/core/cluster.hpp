@@ -15,8 +15,11 @@
 
 namespace hipgrad {
 
-/// The most blocks per cluster that every cluster-capable GPU runs (larger sizes are opt-in).
+/// The most blocks per cluster that every cluster-capable GPU runs; larger sizes, up to
+/// kLargestClusterBlocks on sm_90, are opt-in (allow_large_clusters) and fit where the GPU says so
+/// (resident_clusters).
 inline constexpr int kPortableClusterBlocks = 8;
+inline constexpr int kLargestClusterBlocks = 16;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define HIPGRAD_DEVICE_CLUSTERS 1
@@ -78,6 +81,30 @@ inline bool cluster_launch_supported() {
 #endif
 }
 
+#if defined(HIPGRAD_BACKEND_CUDA)
+/// A launch of `blocks` blocks in clusters of `cluster` (`config.attrs` points into the object,
+/// hence no copies).
+struct ClusterLaunch {
+  cudaLaunchAttribute attribute{};
+  cudaLaunchConfig_t config{};
+
+  ClusterLaunch(unsigned blocks, unsigned threads, unsigned cluster, std::size_t shared_bytes, cudaStream_t stream) {
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = cluster;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+#endif
+
 /// Launches kernel<<<blocks, threads, shared_bytes, stream>>>(args…) in clusters of `cluster`
 /// blocks (blocks a multiple of it). A cluster of one is a plain launch, on every backend. More
 /// than 48 KB of dynamic shared memory needs the kernel's opt-in (hipFuncSetAttribute) first.
@@ -89,22 +116,50 @@ hipError_t launch_clustered_with_shared(void (*kernel)(Params...), unsigned bloc
     return hipGetLastError();
   }
 #if defined(HIPGRAD_BACKEND_CUDA)
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = cluster;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const ClusterLaunch launch(blocks, threads, cluster, shared_bytes, stream);
+  return cudaLaunchKernelEx(&launch.config, kernel, std::forward<Args>(args)...);
 #else
   return hipErrorInvalidValue;
 #endif
+}
+
+/// Lets `kernel` run in clusters of more than kPortableClusterBlocks (up to 16 on sm_90), where
+/// the GPU has them; whether one fits is resident_clusters' answer.
+template <typename... Params>
+hipError_t allow_large_clusters(void (*kernel)(Params...)) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+#else
+  (void)kernel;
+  return hipSuccess;
+#endif
+}
+
+/// How many clusters of `cluster` blocks of `kernel` (`threads` each, with `shared_bytes` of
+/// dynamic shared memory, opted in first, as are clusters above kPortableClusterBlocks) the
+/// current device runs at once; 0 when none fits or the runtime cannot say.
+template <typename... Params>
+int resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned cluster, std::size_t shared_bytes) {
+  int count = 0;
+#if defined(HIPGRAD_BACKEND_CUDA)
+  if (cluster > 1) {
+    const ClusterLaunch launch(cluster, threads, cluster, shared_bytes, nullptr);
+    if (cudaOccupancyMaxActiveClusters(&count, kernel, &launch.config) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }
+#endif
+  if (cluster > 1) return 0;
+  int device = 0, multiprocessors = 0;
+  if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, static_cast<int>(threads), shared_bytes) != hipSuccess ||
+      hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&multiprocessors, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  return count * multiprocessors;
 }
 
 /// launch_clustered_with_shared without dynamic shared memory.

@@ -135,8 +135,13 @@ class Backward {
     return OneRead::plan(p.algorithm, /*forward=*/false, pl, p.x, p.groups, {a.x, a.dy, a.dx});
   }
 
+  static auto staged_kernel(const BackwardProblem& p) {
+    return p.activation == Activation::kSwish ? detail::backward_staged_channels_last<T, TParam, Activation::kSwish>
+                                              : detail::backward_staged_channels_last<T, TParam, Activation::kIdentity>;
+  }
+
   static detail::StagedPlan staged_plan(const Plan& pl, const BackwardProblem& p) {
-    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/2);
+    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/2, staged_kernel(p));
   }
 
   /// dx and the per-(n, c) totals in one read of x and dy through shared memory, then dγ/dβ.
@@ -144,9 +149,7 @@ class Backward {
                            const Buffers& b, hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
-    const auto kernel = p.activation == Activation::kSwish
-                            ? detail::backward_staged_channels_last<T, TParam, Activation::kSwish>
-                            : detail::backward_staged_channels_last<T, TParam, Activation::kIdentity>;
+    const auto kernel = staged_kernel(p);
     HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
                                                   plan.rows, plan.slots, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
                                                   a.dgamma ? b.totals : nullptr));

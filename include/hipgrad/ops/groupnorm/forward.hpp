@@ -96,16 +96,19 @@ class Forward {
     return OneRead::plan(p.algorithm, /*forward=*/true, pl, p.x, p.groups, {a.x, a.y});
   }
 
+  static auto staged_kernel(const ForwardProblem& p) {
+    return p.activation == Activation::kSwish ? detail::forward_staged_channels_last<T, TParam, Activation::kSwish>
+                                              : detail::forward_staged_channels_last<T, TParam, Activation::kIdentity>;
+  }
+
   static detail::StagedPlan staged_plan(const detail::Plan& pl, const ForwardProblem& p) {
-    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/1);
+    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/1, staged_kernel(p));
   }
 
   static Status run_staged(const detail::StagedPlan& plan, const detail::Plan& pl, const ForwardProblem& p, const Args& a,
                            hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
-    const auto kernel = p.activation == Activation::kSwish
-                            ? detail::forward_staged_channels_last<T, TParam, Activation::kSwish>
-                            : detail::forward_staged_channels_last<T, TParam, Activation::kIdentity>;
+    const auto kernel = staged_kernel(p);
     return detail::launch_staged(kernel, plan, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, plan.slots, a.gamma,
                                  a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
   }

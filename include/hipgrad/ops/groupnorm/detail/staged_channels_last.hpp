@@ -100,12 +100,24 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* staged, const S
 /// thread's column; rows `pitch` elements apart), one commit group per chunk.
 template <int kTensors, typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch) {
+  // Running pointers: a slot costs adds, not a 64-bit row product (the walking kernels issue
+  // these copies while the current unit's per-channel state is live).
+  const int threads = static_cast<int>(blockDim.x);
+  const Index row_step = l.step * pitch;
+  const T* source[kTensors];
+  HIPGRAD_UNROLL
+  for (int t = 0; t < kTensors; ++t) source[t] = bases[t] + l.first * pitch;
+  uint4* target = staged + threadIdx.x;
+  int j = 0;
   HIPGRAD_UNROLL
   for (int k = 0; k < kStagedChunks; ++k) {
-    for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) {
+    for (const int end = l.chunk_end(k); j < end; ++j) {
       HIPGRAD_UNROLL
-      for (int t = 0; t < kTensors; ++t)
-        gemm::copy_chunk(&staged[(t * l.slots + j) * static_cast<int>(blockDim.x) + threadIdx.x], bases[t] + l.row(j) * pitch, 16);
+      for (int t = 0; t < kTensors; ++t) {
+        gemm::copy_chunk(target + t * l.slots * threads, source[t], 16);
+        source[t] += row_step;
+      }
+      target += threads;
     }
     gemm::commit_copies();
   }

@@ -23,7 +23,8 @@ struct StagedBudget {
   Index most_threads;
 };
 inline constexpr StagedBudget kStagedForwardBudgets[] = {{100 * 1024, kStagedForwardPairThreads},
-                                                         {100 * 1024, kStagedMaxThreads}};
+                                                         {100 * 1024, kStagedMaxThreads},
+                                                         {200 * 1024, kStagedMaxThreads}};
 inline constexpr StagedBudget kStagedBackwardBudgets[] = {{100 * 1024, kStagedBackwardPairThreads},
                                                           {200 * 1024, kStagedMaxThreads}};
 /// The narrowest band row: 160-byte rows of whole sectors ran best for the forward, narrower
@@ -85,10 +86,26 @@ inline Index staged_rows_per_step(Index columns, Index span, Index most) {
   return best;
 }
 
-/// The staged plan of an op over x (and dy: `tensors` = 2), or an unusable one: the first budget
-/// tier, then the smallest cluster, that holds a band.
-template <typename T>
-StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int tensors) {
+/// Whether `kernel` runs in clusters of `cluster` blocks of `threads` with `bytes` of dynamic
+/// shared memory on this GPU: always up to kPortableClusterBlocks (where clusters exist), above
+/// that where the runtime finds room for one such cluster (opting the kernel in first).
+template <typename... Params>
+bool staged_cluster_fits(void (*kernel)(Params...), int cluster, unsigned threads, std::size_t bytes) {
+  if (cluster <= kPortableClusterBlocks) return true;
+  if (hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(bytes)) != hipSuccess ||
+      allow_large_clusters(kernel) != hipSuccess) {
+    (void)hipGetLastError();
+    return false;
+  }
+  return resident_clusters(kernel, threads, static_cast<unsigned>(cluster), bytes) > 0;
+}
+
+/// The staged plan of an op over x (and dy: `tensors` = 2) run by `kernel`, or an unusable one:
+/// the first budget tier, then the smallest cluster, that holds a band.
+template <typename T, typename... Params>
+StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int tensors,
+                       void (*kernel)(Params...)) {
   constexpr int V = kVector16<T>;
   StagedPlan plan;
   if (algorithm != Algorithm::kStaged && algorithm != Algorithm::kAuto) return plan;
@@ -111,7 +128,7 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   m.band_groups = band;
   // A channel's partial sums: Σ(x − shift), Σ(x − shift)², count (forward); Σdz, Σdz·(x − μ).
   const std::size_t exchanged_bytes = forward ? sizeof(Array<float, 3>) : sizeof(GradientSums);
-  const int most_blocks = cluster_launch_supported() ? kPortableClusterBlocks : 1;
+  const int most_blocks = cluster_launch_supported() ? kLargestClusterBlocks : 1;
   const StagedBudget* tiers = forward ? kStagedForwardBudgets : kStagedBackwardBudgets;
   const std::size_t tier_count = forward ? std::size(kStagedForwardBudgets) : std::size(kStagedBackwardBudgets);
   for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
@@ -127,7 +144,7 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       // The staging, then the cluster's exchange of per-channel partials (send_column_totals).
       const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors) +
                                 static_cast<std::size_t>(cluster * m.columns * V) * exchanged_bytes;
-      if (bytes > budget) continue;
+      if (bytes > budget || !staged_cluster_fits(kernel, cluster, static_cast<unsigned>(threads), bytes)) continue;
       plan.usable = true;
       plan.rows = m;
       plan.slots = static_cast<int>(slots);
@@ -150,7 +167,8 @@ inline Status check_staged(Algorithm algorithm, const StagedPlan& plan) {
         "the staged algorithm needs packed channels last (NHWC and kin) with 16-byte aligned pointers, channels and a "
         "band of adjacent groups in whole 16-byte vectors, and a band small enough for the shared memory of one block, "
         "or of a cluster of up to " +
-        std::to_string(kPortableClusterBlocks) + " blocks where the GPU has clusters");
+        std::to_string(kPortableClusterBlocks) + " blocks where the GPU has clusters (" +
+        std::to_string(kLargestClusterBlocks) + " where it has room for them)");
   return Status::ok();
 }
 
@@ -159,6 +177,7 @@ template <typename... Params, typename... Args>
 Status launch_staged(void (*kernel)(Params...), const StagedPlan& plan, hipStream_t stream, Args&&... args) {
   hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(plan.shared_bytes));
+  if (e == hipSuccess && plan.cluster() > kPortableClusterBlocks) e = allow_large_clusters(kernel);
   if (e == hipSuccess)
     e = launch_clustered_with_shared(kernel, static_cast<unsigned>(plan.blocks()), plan.threads,
                                      static_cast<unsigned>(plan.cluster()), plan.shared_bytes, stream,
