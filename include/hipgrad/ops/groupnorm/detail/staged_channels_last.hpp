@@ -100,8 +100,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* staged, const S
 /// thread's column; rows `pitch` elements apart), one commit group per chunk.
 template <int kTensors, typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch) {
-  // Running pointers: a slot costs adds, not a 64-bit row product (the walking kernels issue
-  // these copies while the current unit's per-channel state is live).
+  // Running pointers: a slot costs adds, not a 64-bit row product, whose registers made the
+  // 16-bit backward with Swish spill 104–112 bytes at its 96 (docs/perf-notes.md, step 16).
   const int threads = static_cast<int>(blockDim.x);
   const Index row_step = l.step * pitch;
   const T* source[kTensors];

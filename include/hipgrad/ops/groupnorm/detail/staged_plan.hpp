@@ -13,11 +13,11 @@
 namespace hipgrad::groupnorm::detail {
 
 /// How much a staged block may stage, and with how many threads at most, in the order tried, as
-/// measured on the H100 (docs/perf-notes.md, steps 13 and 14): blocks that fit two to a
+/// measured on the H100 (docs/perf-notes.md, steps 13, 14 and 16): blocks that fit two to a
 /// multiprocessor (≤ 100 KB of staging, and few enough threads for the kernel's registers: see
 /// kStaged*PairThreads) ran best. Bands whose columns need more threads than that take a block
-/// per multiprocessor; so does a backward unit too large for a cluster of 100 KB blocks, with up
-/// to 200 KB each.
+/// per multiprocessor; so does a unit too large for a cluster of 100 KB blocks, with up to 200 KB
+/// each (in a cluster of 16 where 8 do not hold it).
 struct StagedBudget {
   std::size_t bytes;
   Index most_threads;
