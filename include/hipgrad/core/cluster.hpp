@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -137,21 +140,21 @@ hipError_t allow_large_clusters(void (*kernel)(Params...)) {
 
 /// How many clusters of `cluster` blocks of `kernel` (`threads` each, with `shared_bytes` of
 /// dynamic shared memory, opted in first, as are clusters above kPortableClusterBlocks) the
-/// current device runs at once; 0 when none fits or the runtime cannot say.
+/// current device runs at once, a cluster of one being a block; 0 when none fits or the runtime
+/// cannot say.
 template <typename... Params>
 int resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned cluster, std::size_t shared_bytes) {
   int count = 0;
-#if defined(HIPGRAD_BACKEND_CUDA)
   if (cluster > 1) {
+#if defined(HIPGRAD_BACKEND_CUDA)
     const ClusterLaunch launch(cluster, threads, cluster, shared_bytes, nullptr);
     if (cudaOccupancyMaxActiveClusters(&count, kernel, &launch.config) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
+#endif
     return count;
   }
-#endif
-  if (cluster > 1) return 0;
   int device = 0, multiprocessors = 0;
   if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, static_cast<int>(threads), shared_bytes) != hipSuccess ||
       hipGetDevice(&device) != hipSuccess ||
@@ -160,6 +163,37 @@ int resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned clus
     return 0;
   }
   return count * multiprocessors;
+}
+
+/// resident_clusters, remembered per device and configuration for the life of the process:
+/// planners weigh candidate configurations on every call. `opt_in()` runs before the runtime is
+/// asked (only then), to let the kernel take `shared_bytes` and `cluster`; 0 if it fails.
+template <typename OptIn, typename... Params>
+int remembered_resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned cluster,
+                                 std::size_t shared_bytes, OptIn&& opt_in) {
+  using Key = std::tuple<const void*, int, unsigned, unsigned, std::size_t>;  // kernel, device, configuration
+  static std::mutex mutex;
+  static std::map<Key, int> known;
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  const Key key{reinterpret_cast<const void*>(kernel), device, threads, cluster, shared_bytes};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto found = known.find(key);
+    if (found != known.end()) return found->second;
+  }
+  int count = 0;
+  if (opt_in() == hipSuccess) {
+    count = resident_clusters(kernel, threads, cluster, shared_bytes);
+  } else {
+    (void)hipGetLastError();
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, count);
+  return count;
 }
 
 /// launch_clustered_with_shared without dynamic shared memory.

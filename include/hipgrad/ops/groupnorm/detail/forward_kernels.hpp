@@ -28,17 +28,26 @@ struct ShiftedSums {
   Array<float, 3> sums{{0.0f, 0.0f, 0.0f}};  ///< Σ(x − shift), Σ(x − shift)², count
 
   HIPGRAD_DEVICE HIPGRAD_INLINE void add(float value) {
+    add_uncounted(value);
+    sums[2] += 1.0f;
+  }
+  /// add() without the count, for loops that know how many values they added: an add per value
+  /// fewer, a fifth of a 16-bit sum loop's instructions.
+  HIPGRAD_DEVICE HIPGRAD_INLINE void add_uncounted(float value) {
     const float d = value - shift;
     sums[0] += d;
     sums[1] += d * d;
-    sums[2] += 1.0f;
   }
   /// Welford moments of summed values (sums of several threads added together).
   HIPGRAD_DEVICE static HIPGRAD_INLINE Moments moments(float shift, const Array<float, 3>& s) {
-    if (s[2] == 0.0f) return Moments::empty();
-    const float mean_offset = s[0] / s[2];
-    const float m2 = s[1] - s[0] * mean_offset;
-    return Moments::of_chunk(shift + mean_offset, m2 > 0.0f ? m2 : 0.0f, s[2]);
+    return moments(shift, s[0], s[1], s[2]);
+  }
+  /// The same from Σ(x − shift), Σ(x − shift)² and the count of values.
+  HIPGRAD_DEVICE static HIPGRAD_INLINE Moments moments(float shift, float sum, float squares, float count) {
+    if (count == 0.0f) return Moments::empty();
+    const float mean_offset = sum / count;
+    const float m2 = squares - sum * mean_offset;
+    return Moments::of_chunk(shift + mean_offset, m2 > 0.0f ? m2 : 0.0f, count);
   }
 };
 

@@ -258,11 +258,12 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
                                  const TParam* __restrict__ beta, float epsilon, float swish_beta,
                                  float* __restrict__ mean, float* __restrict__ rstd) {
   constexpr int V = kVector16<T>;
-  using Sums = Array<float, 3>;  // Σ(x − shift), Σ(x − shift)², count
+  using Sums = Array<float, 2>;  // Σ(x − shift), Σ(x − shift)²: a group's count is its size
   extern __shared__ uint4 staged[];
   __shared__ Sums rows[kStagedMaxThreads];
   __shared__ GroupStatistics statistics[kOneReadMaxBandGroups];
   __shared__ float group_shifts[kOneReadMaxBandGroups];
+  __shared__ float band_gamma[kStagedMaxBandChannels], band_beta[kStagedMaxBandChannels];
   if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
   const StagedLane lane = StagedLane::of(m, u.rank, slots);
@@ -275,31 +276,38 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   ShiftedSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e].shift = type_convert<float>(unit_x[group[e] * g.group_channels]);
-  if (threadIdx.x < m.columns) {  // the block's first row: each group's shift, for its moments
+  if (threadIdx.x < m.columns) {  // the block's first row: each group's shift, for its moments; γ, β
     HIPGRAD_UNROLL
-    for (int e = 0; e < V; ++e)
-      if ((lane.column * V + e) % g.group_channels == 0) group_shifts[group[e]] = sums[e].shift;
+    for (int e = 0; e < V; ++e) {
+      const int c = lane.column * V + e;
+      if (c % g.group_channels == 0) group_shifts[group[e]] = sums[e].shift;
+      // Read while the copies fly: after the cluster barrier, a global read would be a round trip
+      // behind the whole GPU's traffic with every thread of the block waiting on it.
+      band_gamma[c] = type_convert<float>(gamma[u.c0 + c]);
+      band_beta[c] = type_convert<float>(beta[u.c0 + c]);
+    }
   }
   visit_staged(lane, [&](int j) {
     const Vector<T, V> v = staged_vector<V, T>(staged, lane, 0, j);
     HIPGRAD_UNROLL
-    for (int e = 0; e < V; ++e) sums[e].add(type_convert<float>(v[e]));
+    for (int e = 0; e < V; ++e) sums[e].add_uncounted(type_convert<float>(v[e]));
   });
   Sums own[V];
   HIPGRAD_UNROLL
-  for (int e = 0; e < V; ++e) own[e] = sums[e].sums;
+  for (int e = 0; e < V; ++e) own[e] = Sums{{sums[e].sums[0], sums[e].sums[1]}};
   // The cluster's channel totals go to `rows`, free once the block's column totals are sent.
   Sums* channel_totals = rows;
   Sums* exchange = reinterpret_cast<Sums*>(staged + slots * static_cast<int>(blockDim.x));  // after the staging
   cluster_channel_totals<V>(own, m, u.rank, rows, exchange, [&](Index c, const Sums& total) { channel_totals[c] = total; });
   block_sync();
   // A warp per group adds its channels (a fixed butterfly), then the group's moments.
+  const float group_count = static_cast<float>(g.group_channels * m.positions);
   const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
   for (int k = warp; k < m.band_groups; k += warps) {
     Sums acc{};
     for (Index i = lane_id(); i < g.group_channels; i += warp_size()) acc = acc + channel_totals[k * g.group_channels + i];
     acc = warp_butterfly_sum(acc);
-    const Moments moments = ShiftedSums::moments(group_shifts[k], acc);
+    const Moments moments = ShiftedSums::moments(group_shifts[k], acc[0], acc[1], group_count);
     if (lane_id() == 0) statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
   }
   block_sync();
@@ -308,10 +316,10 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   float scale[V], shift[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) {
-    const Index c = u.c0 + lane.column * V + e;
+    const int c = lane.column * V + e;
     const GroupStatistics st = statistics[group[e]];
-    scale[e] = type_convert<float>(gamma[c]) * st.rstd;
-    shift[e] = type_convert<float>(beta[c]) - st.mean * scale[e];
+    scale[e] = band_gamma[c] * st.rstd;
+    shift[e] = band_beta[c] - st.mean * scale[e];
   }
   T* unit_y = y + u.n * ys.n + u.c0 + lane.column * V;
   for (int j = 0; j < lane.valid_slots; ++j) {

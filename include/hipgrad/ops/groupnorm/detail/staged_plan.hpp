@@ -13,24 +13,25 @@
 namespace hipgrad::groupnorm::detail {
 
 /// How much a staged block may stage, and with how many threads at most, in the order tried, as
-/// measured on the H100 (docs/perf-notes.md, steps 13, 14 and 16): blocks that fit two to a
-/// multiprocessor (≤ 100 KB of staging, and few enough threads for the kernel's registers: see
+/// measured on the H100 (docs/perf-notes.md, steps 13, 14, 16 and 17): blocks that fit two to a
+/// multiprocessor (≤ 106 KB of staging, and few enough threads for the kernel's registers: see
 /// kStaged*PairThreads) ran best. Bands whose columns need more threads than that take a block
-/// per multiprocessor; so does a unit too large for a cluster of 100 KB blocks, with up to 200 KB
-/// each (in a cluster of 16 where 8 do not hold it).
+/// per multiprocessor; so does a unit too large for a cluster of such blocks, with up to the
+/// device's limit each (staged_budget).
 struct StagedBudget {
   std::size_t bytes;
   Index most_threads;
 };
-inline constexpr StagedBudget kStagedForwardBudgets[] = {{100 * 1024, kStagedForwardPairThreads},
-                                                         {100 * 1024, kStagedMaxThreads},
-                                                         {200 * 1024, kStagedMaxThreads}};
-inline constexpr StagedBudget kStagedBackwardBudgets[] = {{100 * 1024, kStagedBackwardPairThreads},
-                                                          {200 * 1024, kStagedMaxThreads}};
+inline constexpr std::size_t kStagedPairBytes = 106 * 1024, kStagedNoLimit = ~std::size_t{0};
+inline constexpr StagedBudget kStagedForwardBudgets[] = {{kStagedPairBytes, kStagedForwardPairThreads},
+                                                         {kStagedPairBytes, kStagedMaxThreads},
+                                                         {kStagedNoLimit, kStagedMaxThreads}};
+inline constexpr StagedBudget kStagedBackwardBudgets[] = {{kStagedPairBytes, kStagedBackwardPairThreads},
+                                                          {kStagedNoLimit, kStagedMaxThreads}};
 /// The narrowest band row: 160-byte rows of whole sectors ran best for the forward, narrower
 /// bands for the backward.
 inline constexpr Index kStagedForwardRowBytes = 128, kStagedBackwardRowBytes = 64;
-/// Shared memory the staged kernels declare statically (≤ 6.5 KB), kept free of the staging.
+/// Shared memory the staged kernels declare statically (≤ 8.5 KB), kept free of the staging.
 inline constexpr std::size_t kStagedStaticBytes = 16 * 1024;
 /// Threads come in whole warps of this many lanes (NVIDIA 32, AMD up to 64).
 #if defined(HIPGRAD_BACKEND_CUDA)
@@ -58,8 +59,9 @@ inline std::string staged_name(const StagedPlan& plan) {
          std::to_string(plan.rows.band_groups);
 }
 
-/// The device's staging budget per block: `most`, or less where a block's shared memory is smaller.
-inline std::size_t staged_budget(std::size_t most) {
+/// The most a staged block may stage on this device: its shared memory per block, less the
+/// kernels' static arrays; 0 if the runtime cannot say.
+inline std::size_t staged_budget() {
   int device = 0, block_bytes = 0;
   if (hipGetDevice(&device) != hipSuccess ||
       hipDeviceGetAttribute(&block_bytes, hipDeviceAttributeMaxSharedMemoryPerBlock, device) != hipSuccess) {
@@ -67,42 +69,44 @@ inline std::size_t staged_budget(std::size_t most) {
     return 0;
   }
   const auto available = static_cast<std::size_t>(block_bytes);
-  const std::size_t staging = available > kStagedStaticBytes ? available - kStagedStaticBytes : 0;
-  return staging < most ? staging : most;
+  return available > kStagedStaticBytes ? available - kStagedStaticBytes : 0;
 }
 
 /// Rows per step (threads = rows per step × columns, whole warps, at most `most`) that cover
-/// `span` rows with the fewest padding slots, then the most threads; 0 if none.
+/// `span` rows in the fewest slots per thread, then with the fewest padding rows; 0 if none. Fewer
+/// slots before less padding: a cluster of 7 with 160 threads instead of 320 (6 padding rows of
+/// 586 instead of 22) ran the forward 7% slower (docs/perf-notes.md, step 17).
 inline Index staged_rows_per_step(Index columns, Index span, Index most) {
   const Index granule = columns / greatest_common_divisor(columns, kStagedWarpGranule) * kStagedWarpGranule;
-  Index best = 0, best_padding = 0;
+  Index best = 0, best_slots = 0, best_padding = 0;
   for (Index threads = granule; threads <= most; threads += granule) {
-    const Index step = threads / columns, padding = ceil_div(span, step) * step - span;
-    if (best == 0 || padding <= best_padding) {
+    const Index step = threads / columns, slots = ceil_div(span, step), padding = slots * step - span;
+    if (best == 0 || slots < best_slots || (slots == best_slots && padding <= best_padding)) {
       best = step;
+      best_slots = slots;
       best_padding = padding;
     }
   }
   return best;
 }
 
-/// Whether `kernel` runs in clusters of `cluster` blocks of `threads` with `bytes` of dynamic
-/// shared memory on this GPU: always up to kPortableClusterBlocks (where clusters exist), above
-/// that where the runtime finds room for one such cluster (opting the kernel in first).
+/// Lets `kernel` take up to `bytes` of dynamic shared memory and, where the GPU has them, clusters
+/// above kPortableClusterBlocks. Planning and launching ask for the same `bytes` (the staging
+/// budget), so that threads planning and launching at once never lower each other's limit.
 template <typename... Params>
-bool staged_cluster_fits(void (*kernel)(Params...), int cluster, unsigned threads, std::size_t bytes) {
-  if (cluster <= kPortableClusterBlocks) return true;
-  if (hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(bytes)) != hipSuccess ||
-      allow_large_clusters(kernel) != hipSuccess) {
-    (void)hipGetLastError();
-    return false;
-  }
-  return resident_clusters(kernel, threads, static_cast<unsigned>(cluster), bytes) > 0;
+hipError_t staged_opt_in(void (*kernel)(Params...), std::size_t bytes) {
+  hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes));
+  if (e == hipSuccess && cluster_launch_supported()) e = allow_large_clusters(kernel);
+  return e;
 }
 
 /// The staged plan of an op over x (and dy: `tensors` = 2) run by `kernel`, or an unusable one:
-/// the first budget tier, then the smallest cluster, that holds a band.
+/// the first budget tier that holds a band, and in it the cluster size (any up to
+/// kLargestClusterBlocks) that keeps the most units in shared memory at once: the smallest that
+/// holds them all, or, of those that hold the most, the one with the most blocks. The runtime counts the resident clusters: it knows the registers, the shared memory and
+/// how clusters pack into the GPU's processor clusters (8 blocks of 81 KB pack 30 to an H100, 7 of
+/// 97 KB 32: docs/perf-notes.md, step 17).
 template <typename T, typename... Params>
 StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int tensors,
                        void (*kernel)(Params...)) {
@@ -126,33 +130,49 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   m.group_columns = m.columns / band;  // unused: a vector may hold channels of two groups
   m.positions = x.spatial_size();
   m.band_groups = band;
-  // A channel's partial sums: Σ(x − shift), Σ(x − shift)², count (forward); Σdz, Σdz·(x − μ).
-  const std::size_t exchanged_bytes = forward ? sizeof(Array<float, 3>) : sizeof(GradientSums);
+  plan.units = x.n() * (groups / band);
+  // A channel's partial sums, two floats: Σ(x − shift), Σ(x − shift)² (forward: a group's count is
+  // its size); Σdz, Σdz·(x − μ) (backward).
+  const std::size_t exchanged_bytes = sizeof(GradientSums);
+  const std::size_t device_budget = staged_budget();
+  const auto opt_in = [&] { return staged_opt_in(kernel, device_budget); };
   const int most_blocks = cluster_launch_supported() ? kLargestClusterBlocks : 1;
   const StagedBudget* tiers = forward ? kStagedForwardBudgets : kStagedBackwardBudgets;
   const std::size_t tier_count = forward ? std::size(kStagedForwardBudgets) : std::size(kStagedBackwardBudgets);
   for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
     const StagedBudget& tier = tiers[t];
-    const std::size_t budget = staged_budget(tier.bytes);
-    for (int cluster = 1; cluster <= most_blocks && !plan.usable; cluster *= 2) {
-      m.cluster = cluster;
-      m.span = ceil_div(m.positions, Index{cluster});
-      if (m.span * (cluster - 1) >= m.positions) break;  // a block with nothing to do
-      m.rows_per_step = staged_rows_per_step(m.columns, m.span, tier.most_threads);
-      if (m.rows_per_step == 0) break;
-      const Index slots = ceil_div(m.span, m.rows_per_step), threads = m.rows_per_step * m.columns;
+    const std::size_t budget = tier.bytes < device_budget ? tier.bytes : device_budget;
+    Index best_units = 0, best_blocks = 0;
+    for (int cluster = 1; cluster <= most_blocks; ++cluster) {
+      OneReadRows c = m;
+      c.cluster = cluster;
+      c.span = ceil_div(c.positions, Index{cluster});
+      if (c.span * (cluster - 1) >= c.positions) break;  // a block with nothing to do
+      c.rows_per_step = staged_rows_per_step(c.columns, c.span, tier.most_threads);
+      if (c.rows_per_step == 0) break;
+      const Index slots = ceil_div(c.span, c.rows_per_step), threads = c.rows_per_step * c.columns;
       // The staging, then the cluster's exchange of per-channel partials (send_column_totals).
       const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors) +
-                                static_cast<std::size_t>(cluster * m.columns * V) * exchanged_bytes;
-      if (bytes > budget || !staged_cluster_fits(kernel, cluster, static_cast<unsigned>(threads), bytes)) continue;
-      plan.usable = true;
-      plan.rows = m;
-      plan.slots = static_cast<int>(slots);
-      plan.threads = static_cast<unsigned>(threads);
-      plan.shared_bytes = bytes;
+                                static_cast<std::size_t>(cluster * c.columns * V) * exchanged_bytes;
+      if (bytes > budget) continue;
+      const Index resident = remembered_resident_clusters(kernel, static_cast<unsigned>(threads),
+                                                          static_cast<unsigned>(cluster), bytes, opt_in);
+      const Index units_at_once = resident < plan.units ? resident : plan.units;
+      const Index blocks_at_once = units_at_once * cluster;
+      // More units at once; on a tie, where units wait for a turn, more blocks at once (clusters of
+      // 16 over 10 for 8×512×128×128: step 17).
+      if (units_at_once > best_units || (units_at_once == best_units && blocks_at_once > best_blocks)) {
+        best_units = units_at_once;
+        best_blocks = blocks_at_once;
+        plan.usable = true;
+        plan.rows = c;
+        plan.slots = static_cast<int>(slots);
+        plan.threads = static_cast<unsigned>(threads);
+        plan.shared_bytes = bytes;
+      }
+      if (units_at_once == plan.units) break;  // every unit at once: larger clusters only spread them
     }
   }
-  plan.units = x.n() * (groups / band);
   plan.usable = plan.usable && plan.blocks() <= 2147483647;  // a 1-D grid
   // kAuto takes it where the grid has a block for every multiprocessor: with fewer, the register
   // one-read kernels, which spread a unit over more threads, ran faster (step 14).
@@ -175,9 +195,7 @@ inline Status check_staged(Algorithm algorithm, const StagedPlan& plan) {
 /// Launches `kernel` (a staged kernel) for `plan`, after opting in to its shared memory.
 template <typename... Params, typename... Args>
 Status launch_staged(void (*kernel)(Params...), const StagedPlan& plan, hipStream_t stream, Args&&... args) {
-  hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(plan.shared_bytes));
-  if (e == hipSuccess && plan.cluster() > kPortableClusterBlocks) e = allow_large_clusters(kernel);
+  hipError_t e = staged_opt_in(kernel, staged_budget());
   if (e == hipSuccess)
     e = launch_clustered_with_shared(kernel, static_cast<unsigned>(plan.blocks()), plan.threads,
                                      static_cast<unsigned>(plan.cluster()), plan.shared_bytes, stream,
