@@ -398,10 +398,6 @@ TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
     return Bwd::name(b);
   };
   auto has = [](const std::string& name, const char* part) { return name.find(part) != std::string::npos; };
-  auto cluster_of = [](const std::string& name) {  // "…_k<blocks>_band…", 0 if absent
-    const std::size_t at = name.find("_k", name.find("_staged_"));
-    return at == std::string::npos ? 0 : std::atoi(name.c_str() + at + 2);
-  };
   const gn::Algorithm one_read = gn::Algorithm::kOneRead;
   std::string name = forward_name({2, 40, 16, 16}, 4, false, one_read);
   EXPECT_TRUE(has(name, "one_read")) << name;
