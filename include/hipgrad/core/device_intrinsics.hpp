@@ -66,7 +66,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE LaneMask warp_ballot(bool predicate) {
 
 namespace detail {
 
-enum class ShuffleKind { kIndex, kUp, kDown, kXor };
+/// kDownOrZero: lane (lane + delta) of the whole warp, or 0 past its end.
+enum class ShuffleKind { kIndex, kUp, kDown, kXor, kDownOrZero };
 
 template <ShuffleKind kKind>
 HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t shuffle_word(std::uint32_t word, int operand, int width) {
@@ -76,28 +77,26 @@ HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t shuffle_word(std::uint32_t word, int
   if constexpr (kKind == ShuffleKind::kUp) return __shfl_up_sync(kAll, word, operand, width);
   if constexpr (kKind == ShuffleKind::kDown) return __shfl_down_sync(kAll, word, operand, width);
   if constexpr (kKind == ShuffleKind::kXor) return __shfl_xor_sync(kAll, word, operand, width);
+  if constexpr (kKind == ShuffleKind::kDownOrZero) {
+    // The validity predicate stays inside the instruction: written as `valid ? word : 0` in C++,
+    // nvcc branched on it and ran the shuffles in divergent code (one lane group at a time).
+    std::uint32_t result;
+    asm("{\n\t.reg .pred valid;\n\tshfl.sync.down.b32 %0|valid, %1, %2, 0x1f, 0xffffffff;\n\t@!valid mov.b32 %0, 0;\n\t}"
+        : "=r"(result)
+        : "r"(word), "r"(operand));
+    (void)width;
+    return result;
+  }
 #else
   const int w = static_cast<int>(word);
   if constexpr (kKind == ShuffleKind::kIndex) return static_cast<std::uint32_t>(__shfl(w, operand, width));
   if constexpr (kKind == ShuffleKind::kUp) return static_cast<std::uint32_t>(__shfl_up(w, operand, width));
   if constexpr (kKind == ShuffleKind::kDown) return static_cast<std::uint32_t>(__shfl_down(w, operand, width));
   if constexpr (kKind == ShuffleKind::kXor) return static_cast<std::uint32_t>(__shfl_xor(w, operand, width));
-#endif
-}
-
-/// The word of lane (lane + delta) of the whole warp, or 0 past its end. The validity predicate
-/// stays inside the instruction: written as `valid ? word : 0` in C++, nvcc branched on it and
-/// ran the shuffles in divergent code (one lane group at a time).
-HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t shuffle_down_word_or_zero(std::uint32_t word, int delta) {
-#if defined(HIPGRAD_BACKEND_CUDA)
-  std::uint32_t result;
-  asm("{\n\t.reg .pred valid;\n\tshfl.sync.down.b32 %0|valid, %1, %2, 0x1f, 0xffffffff;\n\t@!valid mov.b32 %0, 0;\n\t}"
-      : "=r"(result)
-      : "r"(word), "r"(delta));
-  return result;
-#else
-  const auto shuffled = static_cast<std::uint32_t>(__shfl_down(static_cast<int>(word), delta, warp_size()));
-  return lane_id() + delta < warp_size() ? shuffled : 0u;
+  if constexpr (kKind == ShuffleKind::kDownOrZero) {
+    const auto shuffled = static_cast<std::uint32_t>(__shfl_down(w, operand, width));
+    return lane_id() + operand < width ? shuffled : 0u;
+  }
 #endif
 }
 
@@ -135,15 +134,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE T shfl_down(const T& value, int delta, int width =
 /// The value of lane (lane + delta) of the whole warp; all-zero words past its end.
 template <typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE T shfl_down_or_zero(const T& value, int delta) {
-  static_assert(std::is_trivially_copyable_v<T>, "warp shuffles move trivially copyable values");
-  constexpr int kWords = static_cast<int>((sizeof(T) + 3) / 4);
-  std::uint32_t words[kWords] = {};
-  std::memcpy(words, &value, sizeof(T));
-  HIPGRAD_UNROLL
-  for (int i = 0; i < kWords; ++i) words[i] = detail::shuffle_down_word_or_zero(words[i], delta);
-  T result;
-  std::memcpy(&result, words, sizeof(T));
-  return result;
+  return detail::shuffle<detail::ShuffleKind::kDownOrZero>(value, delta, warp_size());
 }
 /// The value of lane (lane ^ lane_mask).
 template <typename T>

@@ -197,7 +197,11 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void send_column_totals(Value (&sums)[V], const On
         for (int t = column; t < warps * width; t += columns) total = total + pass[t];
       }
       const Index at = rank * channels + column * V + e0 + k;
-      for (int r = 0; r < m.cluster; ++r) cluster_peer(exchange, r)[at] = total;
+      if (m.cluster == 1) {
+        exchange[at] = total;
+      } else {
+        for (int r = 0; r < m.cluster; ++r) cluster_peer(exchange, r)[at] = total;
+      }
     }
   }
 }
