@@ -167,7 +167,8 @@ int resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned clus
 
 /// resident_clusters, remembered per device and configuration for the life of the process:
 /// planners weigh candidate configurations on every call. `opt_in()` runs before the runtime is
-/// asked (only then), to let the kernel take `shared_bytes` and `cluster`; 0 if it fails.
+/// asked (only then), to let the kernel take `shared_bytes` and `cluster`; 0 if it fails, and
+/// then not remembered, so that the next call asks again.
 template <typename OptIn, typename... Params>
 int remembered_resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned cluster,
                                  std::size_t shared_bytes, OptIn&& opt_in) {
@@ -185,12 +186,11 @@ int remembered_resident_clusters(void (*kernel)(Params...), unsigned threads, un
     const auto found = known.find(key);
     if (found != known.end()) return found->second;
   }
-  int count = 0;
-  if (opt_in() == hipSuccess) {
-    count = resident_clusters(kernel, threads, cluster, shared_bytes);
-  } else {
+  if (opt_in() != hipSuccess) {
     (void)hipGetLastError();
+    return 0;
   }
+  const int count = resident_clusters(kernel, threads, cluster, shared_bytes);
   const std::lock_guard<std::mutex> lock(mutex);
   known.emplace(key, count);
   return count;
