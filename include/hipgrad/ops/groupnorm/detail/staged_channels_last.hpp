@@ -315,7 +315,8 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     if (lane_id() == 0) statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
   }
   block_sync();
-  if (u.rank == 0 && threadIdx.x < m.band_groups) store_statistics(statistics[threadIdx.x], u.first_group + threadIdx.x, mean, rstd);
+  const int thread = static_cast<int>(threadIdx.x);
+  if (u.rank == 0 && thread < m.band_groups) store_statistics(statistics[thread], u.first_group + thread, mean, rstd);
 
   float scale[V], shift[V];
   HIPGRAD_UNROLL
