@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the GroupNorm benchmark, then PyTorch on the same configurations, on a machine
 # with an NVIDIA GPU and PyTorch: bash bench/run_groupnorm.sh [build-dir] [bench options...]
-# Writes ours.jsonl and compare.json to $OUT (or the build directory) and prints the table.
+# Writes ours.jsonl, compare.json and compare.md (docs/perf.md's table) to $OUT (or the build
+# directory) and prints the table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build="${1:-build/bench}"
@@ -12,4 +13,4 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHIPGRAD_BUILD_TESTS
   -DHIPGRAD_BUILD_BENCH=ON >/dev/null
 cmake --build "$build" -j "$(nproc)" --target bench_groupnorm >/dev/null
 "$build/bench/bench_groupnorm" "$@" | tee "$out/ours.jsonl" >/dev/null
-python3 bench/torch_compare.py "$out/ours.jsonl" --json "$out/compare.json"
+python3 bench/torch_compare.py "$out/ours.jsonl" --json "$out/compare.json" --markdown "$out/compare.md"
