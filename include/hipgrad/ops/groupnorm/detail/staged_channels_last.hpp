@@ -273,22 +273,32 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   const StagedLane lane = StagedLane::of(m, u.rank, slots);
   const T* unit_x = x + u.n * xs.n + u.c0;
   const T* const bases[1] = {unit_x + lane.column * V};
-  stage_rows(staged, lane, bases, g.c);
 
   int group[V];
   band_groups_of(lane, g.group_channels, group);
   ShiftedSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e].shift = type_convert<float>(unit_x[group[e] * g.group_channels]);
-  if (threadIdx.x < m.columns) {  // the block's first row: each group's shift, for its moments; γ, β
+  // γ and β of the band, with each group's shift (the block's first row): loaded before the copies
+  // are issued (behind them, the loads would wait for every copy; after the cluster barrier, they
+  // would be a round trip behind the whole GPU's traffic with every thread waiting), stored to
+  // shared memory after, so that no thread waits for them before its copies (7% on fp16 32×320×64×64:
+  // docs/perf-notes.md, step 19).
+  const bool first_row = threadIdx.x < m.columns;
+  float own_gamma[V], own_beta[V];
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    own_gamma[e] = first_row ? type_convert<float>(gamma[u.c0 + lane.column * V + e]) : 0.0f;
+    own_beta[e] = first_row ? type_convert<float>(beta[u.c0 + lane.column * V + e]) : 0.0f;
+  }
+  stage_rows(staged, lane, bases, g.c);
+  if (first_row) {
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) {
       const int c = lane.column * V + e;
       if (c % g.group_channels == 0) group_shifts[group[e]] = sums[e].shift;
-      // Read while the copies fly: after the cluster barrier, a global read would be a round trip
-      // behind the whole GPU's traffic with every thread of the block waiting on it.
-      band_gamma[c] = type_convert<float>(gamma[u.c0 + c]);
-      band_beta[c] = type_convert<float>(beta[u.c0 + c]);
+      band_gamma[c] = own_gamma[e];
+      band_beta[c] = own_beta[e];
     }
   }
   visit_staged(lane, [&](int j) {
