@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -133,9 +135,10 @@ struct Inputs {
 };
 
 template <typename T, typename TP>
-void check_forward(const Case& c, Layout layout, Activation act, InitMethod init, gn::Algorithm algorithm) {
+void check_forward(const Case& c, Layout layout, Activation act, InitMethod init, gn::Algorithm algorithm,
+                   float swish_beta = 0.8f, Index nan_gamma_channel = -1) {
   SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::algorithm_name(algorithm) + " " + gn::activation_name(act) + " " + init_method_name(init) +
-               " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups));
+               " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups) + " beta " + std::to_string(swish_beta));
   const std::vector<Index> strides = layout_strides(c.lengths, layout);
   Tensor<T> x(c.lengths, strides), y(c.lengths, strides);
   Tensor<TP> gamma({c.lengths[1]}), beta({c.lengths[1]});
@@ -146,18 +149,22 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
   Tensor<float> mean({n, c.groups}), rstd({n, c.groups});
   Tensor<T> y_ref(c.lengths, strides);
   Tensor<float> mean_ref({n, c.groups}), rstd_ref({n, c.groups});
-  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, c.groups, 1e-5, act, 0.8, y_ref, mean_ref, rstd_ref).is_ok());
+  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, c.groups, 1e-5, act, swish_beta, y_ref, mean_ref, rstd_ref).is_ok());
 
   gn::ForwardProblem p;
   ASSERT_TRUE(gn::make_tensor_shape(c.lengths, strides, "x", &p.x).is_ok());
   p.y = p.x;
   p.groups = c.groups;
   p.activation = act;
-  p.swish_beta = 0.8f;
+  p.swish_beta = swish_beta;
   p.algorithm = algorithm;
   using Op = gn::Forward<T, TP>;
   auto dx = upload(x), dy = upload(y);
-  auto dgamma = upload(gamma), dbeta = upload(beta);
+  // With nan_gamma_channel, the op gets a NaN γ there: that channel's y must be NaN, the others as
+  // the reference computed them with the finite γ.
+  Tensor<TP> op_gamma = gamma;
+  if (nan_gamma_channel >= 0) op_gamma.at(nan_gamma_channel) = hipgrad::type_convert<TP>(std::numeric_limits<float>::quiet_NaN());
+  auto dgamma = upload(op_gamma), dbeta = upload(beta);
   DeviceBuffer<float> dmean, drstd;
   DeviceBuffer<unsigned char> workspace;
   ASSERT_TRUE(dmean.allocate(n * c.groups).is_ok());
@@ -173,7 +180,17 @@ void check_forward(const Case& c, Layout layout, Activation act, InitMethod init
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   const Index group_size = c.lengths[1] / c.groups * x.num_elements() / n / c.lengths[1];
-  const auto ym = check_close(download(dy, y), y_ref, default_tolerance<T>(group_size));
+  Tensor<T> y_out = download(dy, y);
+  if (nan_gamma_channel >= 0) {
+    std::int64_t finite_in_channel = 0;
+    y_out.for_each_index([&](const std::vector<Index>& i) {
+      if (i[1] != nan_gamma_channel) return;
+      if (!std::isnan(hipgrad::type_convert<float>(y_out(i)))) ++finite_in_channel;
+      y_out(i) = y_ref(i);
+    });
+    EXPECT_EQ(finite_in_channel, 0) << Op::name(p) << ": y of the channel whose gamma is NaN";
+  }
+  const auto ym = check_close(y_out, y_ref, default_tolerance<T>(group_size));
   EXPECT_TRUE(ym.ok) << Op::name(p) << " y: " << ym.report;
   const auto mm = check_close(download(dmean, mean), mean_ref, default_tolerance<float>(group_size));
   EXPECT_TRUE(mm.ok) << "mean: " << mm.report;
@@ -219,9 +236,9 @@ enum class Outputs { kFused, kDataOnly, kGammaBetaOnly };
 
 template <typename T, typename TP>
 void check_backward(const Case& c, Layout layout, Activation act, InitMethod init, Outputs outputs,
-                    gn::Algorithm algorithm = gn::Algorithm::kAuto) {
+                    gn::Algorithm algorithm = gn::Algorithm::kAuto, float swish_beta = 0.8f) {
   SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::algorithm_name(algorithm) + " " + gn::activation_name(act) + " " + init_method_name(init) +
-               " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups) + " outputs " +
+               " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups) + " beta " + std::to_string(swish_beta) + " outputs " +
                std::to_string(static_cast<int>(outputs)));
   const std::vector<Index> strides = layout_strides(c.lengths, layout);
   const Index n = c.lengths[0], channels = c.lengths[1];
@@ -232,19 +249,20 @@ void check_backward(const Case& c, Layout layout, Activation act, InitMethod ini
   fill(gamma, init, 23);
   fill(beta, init, 24);
   Tensor<float> mean({n, c.groups}), rstd({n, c.groups});
-  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, c.groups, 1e-5, act, 0.8, y, mean, rstd).is_ok());
+  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, c.groups, 1e-5, act, swish_beta, y, mean, rstd).is_ok());
   Tensor<T> dx_ref(c.lengths, strides);
   Tensor<TP> dgamma_ref({channels}), dbeta_ref({channels});
-  ASSERT_TRUE(reference::groupnorm_backward_data(dy, x, gamma, beta, mean, rstd, c.groups, act, 0.8, dx_ref).is_ok());
-  ASSERT_TRUE(reference::groupnorm_backward_gamma_beta(dy, x, gamma, beta, mean, rstd, c.groups, act, 0.8, dgamma_ref,
-                                                       dbeta_ref).is_ok());
+  ASSERT_TRUE(
+      reference::groupnorm_backward_data(dy, x, gamma, beta, mean, rstd, c.groups, act, swish_beta, dx_ref).is_ok());
+  ASSERT_TRUE(reference::groupnorm_backward_gamma_beta(dy, x, gamma, beta, mean, rstd, c.groups, act, swish_beta,
+                                                       dgamma_ref, dbeta_ref).is_ok());
 
   gn::BackwardProblem p;
   ASSERT_TRUE(gn::make_tensor_shape(c.lengths, strides, "x", &p.x).is_ok());
   p.dy = p.dx = p.x;
   p.groups = c.groups;
   p.activation = act;
-  p.swish_beta = 0.8f;
+  p.swish_beta = swish_beta;
   p.algorithm = algorithm;
   using Op = gn::Backward<T, TP>;
   BackwardBuffers<T, TP> d(x, dy, gamma, beta, mean, rstd, Op::workspace_size(p));
@@ -306,6 +324,35 @@ TYPED_TEST(GroupNormTest, BackwardMatchesReference) {
       for (gn::Algorithm algorithm : algorithms_for(layout))
         for (Activation act : {Activation::kIdentity, Activation::kSwish})
           check_backward<T, TP>(c, layout, act, InitMethod::kDecimals, Outputs::kFused, algorithm);
+}
+
+// Swish's β of either sign, and 0: the forward kernels take σ(β·z) from exp(−|β·z|) for pairs of
+// values at a time (fast_swish_pair), which must follow the sign of β.
+TYPED_TEST(GroupNormTest, SwishOfAnyBeta) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  for (float swish_beta : {-0.75f, 0.0f, 2.5f})
+    for (const Case& c : {Case{{1, 20, 2, 3}, 4}, Case{{2, 16, 8, 8}, 16}, Case{{2, 160, 48, 64}, 16}})
+      for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
+        for (gn::Algorithm algorithm : algorithms_for(layout)) {
+          check_forward<T, TP>(c, layout, Activation::kSwish, InitMethod::kDecimals, algorithm, swish_beta);
+          check_backward<T, TP>(c, layout, Activation::kSwish, InitMethod::kDecimals, Outputs::kFused, algorithm,
+                                swish_beta);
+        }
+}
+
+// A NaN γ makes its channel's y NaN and no other channel's: the forward kernels share one
+// reciprocal between the Swish of neighbouring channels (fast_swish_pair).
+TYPED_TEST(GroupNormTest, SwishKeepsNaNInItsChannel) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  const Case c{{2, 160, 48, 64}, 16};
+  for (Index channel : {Index{2}, Index{3}})
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
+      for (gn::Algorithm algorithm : algorithms_for(layout))
+        check_forward<T, TP>(c, layout, Activation::kSwish, InitMethod::kDecimals, algorithm, 0.8f, channel);
 }
 
 TYPED_TEST(GroupNormTest, BackwardDataAndGammaBetaAlone) {

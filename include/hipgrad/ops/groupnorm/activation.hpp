@@ -8,6 +8,9 @@
 #include <cmath>
 
 #include "hipgrad/core/config.hpp"
+#if defined(HIPGRAD_GPU_COMPILER)
+#include "hipgrad/core/hip_runtime.hpp"
+#endif
 
 namespace hipgrad::groupnorm {
 
@@ -32,5 +35,64 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE double swish_derivative(double z, double beta
   const double s = sigmoid(beta * z);
   return s + beta * z * s * (1.0 - s);
 }
+
+#if defined(HIPGRAD_GPU_COMPILER)
+// Fast σ for the kernels: 2^x and 1/x on the special-function units with denormals flushed, a few
+// ulp off the IEEE results. `__expf` and `__fdividef` leave the flushing out and wrap each
+// special-function instruction in a range fix-up, which made the Swish loops issue-bound; the
+// special-function units then bound them, so that pairs of values share a reciprocal
+// (docs/perf-notes.md, step 21).
+
+HIPGRAD_DEVICE HIPGRAD_INLINE float fast_exp2(float x) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+
+HIPGRAD_DEVICE HIPGRAD_INLINE float fast_reciprocal(float x) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return __fdividef(1.0f, x);
+#endif
+}
+
+inline constexpr float kLog2E = 1.4426950408889634f;
+
+/// σ(β·z) = 1 / (1 + 2^(−β·log2(e)·z)). The exponential may overflow to infinity, whose
+/// reciprocal is the 0 that σ tends to; β·log2(e) is the same for every element, so the compiler
+/// computes it once.
+HIPGRAD_DEVICE HIPGRAD_INLINE float fast_sigmoid(float z, float beta) {
+  return fast_reciprocal(1.0f + fast_exp2(z * (beta * -kLog2E)));
+}
+
+/// What fast_swish_pair needs of β, computed once per thread.
+struct SwishConstants {
+  float exponent_scale;  ///< −|β|·log2(e)
+  bool negative_beta;
+
+  HIPGRAD_DEVICE static SwishConstants of(float beta) { return {-fabsf(beta) * kLog2E, beta < 0.0f}; }
+};
+
+/// z·σ(β·z) for two values with one reciprocal. σ(u) = m / d with d = 1 + e, e = exp(−|u|) in
+/// (0, 1], m = 1 where u ≥ 0 and e where u < 0: each d lies in (1, 2], so d0·d1 cannot overflow
+/// and 1 / d0 = d1 / (d0·d1). The exponent is capped at −126 (fmaxf returns the number where the
+/// other is NaN), so that a NaN stays in its own value instead of reaching its partner through
+/// the shared reciprocal; below β·z ≈ −87 the result is then |z|·2^-126 at most, as good as 0.
+HIPGRAD_DEVICE HIPGRAD_INLINE void fast_swish_pair(float& z0, float& z1, SwishConstants c) {
+  const float e0 = fast_exp2(fmaxf(fabsf(z0) * c.exponent_scale, -126.0f));
+  const float e1 = fast_exp2(fmaxf(fabsf(z1) * c.exponent_scale, -126.0f));
+  const float d0 = 1.0f + e0, d1 = 1.0f + e1;
+  const float r = fast_reciprocal(d0 * d1);
+  z0 = ((z0 >= 0.0f) != c.negative_beta ? z0 : z0 * e0) * (d1 * r);
+  z1 = ((z1 >= 0.0f) != c.negative_beta ? z1 : z1 * e1) * (d0 * r);
+}
+#endif
 
 }  // namespace hipgrad::groupnorm

@@ -48,7 +48,7 @@ template <Activation kActivation>
 HIPGRAD_DEVICE HIPGRAD_INLINE float activation_gradient(float dy, float x, const ChannelState& s, float swish_beta) {
   if constexpr (kActivation == Activation::kSwish) {
     const float z = s.z_scale * x + s.z_shift;
-    const float sig = __fdividef(1.0f, 1.0f + __expf(-swish_beta * z));  // fast, as in activate()
+    const float sig = fast_sigmoid(z, swish_beta);  // fast, as in activate()
     return dy * (sig + swish_beta * z * sig * (1.0f - sig));
   } else {
     return dy;

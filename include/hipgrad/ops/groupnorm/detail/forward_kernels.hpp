@@ -59,12 +59,34 @@ struct Affine {
 template <Activation kActivation>
 HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
   if constexpr (kActivation == Activation::kSwish) {
-    // Fast exp and division (a few ulp): far below what fp16/bf16 outputs keep, and within fp32's
-    // test tolerance; the IEEE division would make this pass compute-bound.
-    return __fdividef(z, 1.0f + __expf(-swish_beta * z));
+    // Fast exp and reciprocal (a few ulp): far below what fp16/bf16 outputs keep, and within
+    // fp32's test tolerance; the IEEE division would make this pass compute-bound.
+    return z * fast_sigmoid(z, swish_beta);
   } else {
     return z;
   }
+}
+
+/// act(scale·v + shift) of a vector's V values, in T. Swish goes by pairs (fast_swish_pair), each
+/// pair taking one reciprocal instead of two: for loops bound by the special-function units
+/// (the staged forward's writes, 4% at fp16 32×320×64×64: docs/perf-notes.md, step 21), not for
+/// those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
+template <Activation kActivation, int V, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& v, const float (&scale)[V],
+                                                            const float (&shift)[V], float swish_beta) {
+  float z[V];
+  HIPGRAD_UNROLL
+  for (int i = 0; i < V; ++i) z[i] = scale[i] * type_convert<float>(v[i]) + shift[i];
+  if constexpr (kActivation == Activation::kSwish) {
+    const SwishConstants swish = SwishConstants::of(swish_beta);
+    HIPGRAD_UNROLL
+    for (int i = 0; i + 1 < V; i += 2) fast_swish_pair(z[i], z[i + 1], swish);
+    if constexpr (V % 2 == 1) z[V - 1] = activate<kActivation>(z[V - 1], swish_beta);
+  }
+  Vector<T, V> out;
+  HIPGRAD_UNROLL
+  for (int i = 0; i < V; ++i) out[i] = type_convert<T>(z[i]);
+  return out;
 }
 
 // ---- moments -----------------------------------------------------------------------------------
