@@ -2,7 +2,9 @@
 /// @brief Aligned vectors of N elements for 16-byte (or narrower) loads and stores.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hipgrad/core/config.hpp"
 
@@ -32,8 +34,53 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE Vector<T, N> load_vector(const T* ptr) {
   return *reinterpret_cast<const Vector<T, N>*>(ptr);
 }
 
+namespace detail {
+/// Element i of v as the low bits of a 32-bit word (elements of 2 or 4 bytes).
+template <typename T, int N>
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::uint32_t element_bits(const Vector<T, N>& v, int i) {
+  if constexpr (sizeof(T) == 2) {
+    std::uint16_t bits;
+    std::memcpy(&bits, &v.data[i], 2);
+    return bits;
+  } else {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v.data[i], 4);
+    return bits;
+  }
+}
+
+/// 32-bit word w of v.
+template <typename T, int N>
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::uint32_t vector_word(const Vector<T, N>& v, int w) {
+  if constexpr (sizeof(T) == 2) return element_bits(v, 2 * w) | (element_bits(v, 2 * w + 1) << 16);
+  else return element_bits(v, w);
+}
+}  // namespace detail
+
+/// Stores v to global memory in one access. On NVIDIA, vectors of 4, 8 or 16 bytes of 2- or 4-byte
+/// elements go as one st.global of 32-bit words: written as a Vector, nvcc split them into
+/// up to seven 2- and 4-byte stores in the three-pass and one-read kernels (the staged ones were
+/// spared), and the one store ran those kernels up to 24% faster (docs/perf-notes.md, step 22).
+/// The asm names no memory clobber, so that loads after it can still be scheduled before it:
+/// no kernel reads back what it stores.
 template <int N, typename T>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void store_vector(T* ptr, const Vector<T, N>& v) {
+#if defined(HIPGRAD_BACKEND_CUDA) && defined(HIPGRAD_DEVICE_PASS)
+  constexpr std::size_t kBytes = sizeof(Vector<T, N>);
+  if constexpr ((sizeof(T) == 2 || sizeof(T) == 4) && kBytes == 16) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(ptr)),
+                 "r"(detail::vector_word(v, 0)), "r"(detail::vector_word(v, 1)), "r"(detail::vector_word(v, 2)),
+                 "r"(detail::vector_word(v, 3)));
+    return;
+  } else if constexpr ((sizeof(T) == 2 || sizeof(T) == 4) && kBytes == 8) {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(ptr)), "r"(detail::vector_word(v, 0)),
+                 "r"(detail::vector_word(v, 1)));
+    return;
+  } else if constexpr (sizeof(T) == 2 && kBytes == 4) {
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(__cvta_generic_to_global(ptr)), "r"(detail::vector_word(v, 0)));
+    return;
+  }
+#endif
   *reinterpret_cast<Vector<T, N>*>(ptr) = v;
 }
 
