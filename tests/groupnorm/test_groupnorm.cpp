@@ -342,8 +342,8 @@ TYPED_TEST(GroupNormTest, SwishOfAnyBeta) {
         }
 }
 
-// A NaN γ makes its channel's y NaN and no other channel's: the forward kernels share one
-// reciprocal between the Swish of neighbouring channels (fast_swish_pair).
+// A NaN γ makes its channel's y NaN and no other channel's: the staged forward shares one
+// reciprocal between two values of a channel (fast_swish_pair), never between channels.
 TYPED_TEST(GroupNormTest, SwishKeepsNaNInItsChannel) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Data;

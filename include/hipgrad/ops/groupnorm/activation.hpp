@@ -74,20 +74,27 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float fast_sigmoid(float z, float beta) {
 
 /// What fast_swish_pair needs of β, computed once per thread.
 struct SwishConstants {
-  float exponent_scale;  ///< −|β|·log2(e)
+  float exponent_scale;  ///< −|β|·log2(e), or −2^-149 for β = 0 (see below)
   bool negative_beta;
 
-  HIPGRAD_DEVICE static SwishConstants of(float beta) { return {-fabsf(beta) * kLog2E, beta < 0.0f}; }
+  /// For β = 0 the scale is −2^-149 (the least denormal) rather than −0, so that an infinite z
+  /// gives exp(−∞) = 0 instead of the NaN of ∞·0, which the shared reciprocal would pass to the
+  /// pair's other value; every finite z still gives e = 1 (|z|·2^-149 < 2^-20).
+  HIPGRAD_DEVICE static SwishConstants of(float beta) {
+    const float scale = fabsf(beta) * kLog2E;
+    return {scale > 0.0f ? -scale : -0x1p-149f, beta < 0.0f};
+  }
 };
 
-/// z·σ(β·z) for two values with one reciprocal. σ(u) = m / d with d = 1 + e, e = exp(−|u|) in
-/// (0, 1], m = 1 where u ≥ 0 and e where u < 0: each d lies in (1, 2], so d0·d1 cannot overflow
-/// and 1 / d0 = d1 / (d0·d1). The exponent is capped at −126 (fmaxf returns the number where the
-/// other is NaN), so that a NaN stays in its own value instead of reaching its partner through
-/// the shared reciprocal; below β·z ≈ −87 the result is then |z|·2^-126 at most, as good as 0.
+/// z·σ(β·z) for two values of the same channel with one reciprocal. σ(u) = m / d with d = 1 + e,
+/// e = exp(−|u|) in [0, 1], m = 1 where u ≥ 0 and e where u < 0: each d lies in [1, 2], so d0·d1
+/// cannot overflow and 1 / d0 = d1 / (d0·d1). A NaN reaches the partner through the shared
+/// reciprocal, so both values must be of one channel: a NaN there comes from γ, β or the group's
+/// statistics and is in every value of the channel already. Below β·z ≈ −87 the exponential
+/// flushes to 0, and so does the result (its exact value is below |z|·2^-126).
 HIPGRAD_DEVICE HIPGRAD_INLINE void fast_swish_pair(float& z0, float& z1, SwishConstants c) {
-  const float e0 = fast_exp2(fmaxf(fabsf(z0) * c.exponent_scale, -126.0f));
-  const float e1 = fast_exp2(fmaxf(fabsf(z1) * c.exponent_scale, -126.0f));
+  const float e0 = fast_exp2(fabsf(z0) * c.exponent_scale);
+  const float e1 = fast_exp2(fabsf(z1) * c.exponent_scale);
   const float d0 = 1.0f + e0, d1 = 1.0f + e1;
   const float r = fast_reciprocal(d0 * d1);
   z0 = ((z0 >= 0.0f) != c.negative_beta ? z0 : z0 * e0) * (d1 * r);

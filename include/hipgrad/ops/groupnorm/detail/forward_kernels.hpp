@@ -67,26 +67,34 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
   }
 }
 
-/// act(scale·v + shift) of a vector's V values, in T. Swish goes by pairs (fast_swish_pair), each
-/// pair taking one reciprocal instead of two: for loops bound by the special-function units
-/// (the staged forward's writes, 4% at fp16 32×320×64×64: docs/perf-notes.md, step 21), not for
-/// those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
+/// act(scale·v + shift) of a vector's V values, in T.
 template <Activation kActivation, int V, typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& v, const float (&scale)[V],
                                                             const float (&shift)[V], float swish_beta) {
-  float z[V];
-  HIPGRAD_UNROLL
-  for (int i = 0; i < V; ++i) z[i] = scale[i] * type_convert<float>(v[i]) + shift[i];
-  if constexpr (kActivation == Activation::kSwish) {
-    const SwishConstants swish = SwishConstants::of(swish_beta);
-    HIPGRAD_UNROLL
-    for (int i = 0; i + 1 < V; i += 2) fast_swish_pair(z[i], z[i + 1], swish);
-    if constexpr (V % 2 == 1) z[V - 1] = activate<kActivation>(z[V - 1], swish_beta);
-  }
   Vector<T, V> out;
   HIPGRAD_UNROLL
-  for (int i = 0; i < V; ++i) out[i] = type_convert<T>(z[i]);
+  for (int i = 0; i < V; ++i)
+    out[i] = type_convert<T>(activate<kActivation>(scale[i] * type_convert<float>(v[i]) + shift[i], swish_beta));
   return out;
+}
+
+/// normalise_vector of two vectors of the same channels (two rows), each channel's pair of values
+/// going through Swish with one reciprocal (fast_swish_pair): for loops bound by the
+/// special-function units (the staged forward's writes, docs/perf-notes.md, steps 21 and 23), not
+/// for those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
+template <Activation kActivation, int V, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE void normalise_vector_pair(const Vector<T, V>& a, const Vector<T, V>& b,
+                                                         const float (&scale)[V], const float (&shift)[V],
+                                                         float swish_beta, Vector<T, V>& out_a, Vector<T, V>& out_b) {
+  const SwishConstants swish = SwishConstants::of(swish_beta);
+  HIPGRAD_UNROLL
+  for (int i = 0; i < V; ++i) {
+    float za = scale[i] * type_convert<float>(a[i]) + shift[i];
+    float zb = scale[i] * type_convert<float>(b[i]) + shift[i];
+    if constexpr (kActivation == Activation::kSwish) fast_swish_pair(za, zb, swish);
+    out_a[i] = type_convert<T>(za);
+    out_b[i] = type_convert<T>(zb);
+  }
 }
 
 // ---- moments -----------------------------------------------------------------------------------

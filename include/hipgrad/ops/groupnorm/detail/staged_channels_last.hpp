@@ -338,7 +338,19 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   // A running pointer, as in stage_rows: a slot costs an add, not a 64-bit row product.
   T* target = y + u.n * ys.n + u.c0 + lane.column * V + lane.first * g.c;
   const Index row_step = lane.step * g.c;
-  for (int j = 0; j < lane.valid_slots; ++j, target += row_step) {
+  int j = 0;
+  if constexpr (kActivation == Activation::kSwish) {
+    // Two rows at a time, so that each channel's two values share a reciprocal.
+    for (; j + 1 < lane.valid_slots; j += 2, target += 2 * row_step) {
+      const Vector<T, V>& a = staged_vector<V, T>(staged, lane, 0, j);
+      const Vector<T, V>& b = staged_vector<V, T>(staged, lane, 0, j + 1);
+      Vector<T, V> out_a, out_b;
+      normalise_vector_pair<kActivation>(a, b, scale, shift, swish_beta, out_a, out_b);
+      store_vector<V>(target, out_a);
+      store_vector<V>(target + row_step, out_b);
+    }
+  }
+  for (; j < lane.valid_slots; ++j, target += row_step) {
     store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, lane, 0, j), scale, shift, swish_beta));
   }
 }
