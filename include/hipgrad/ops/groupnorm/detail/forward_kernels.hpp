@@ -67,31 +67,33 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
   }
 }
 
-/// act(scale·v + shift) of a vector's V values, in T.
+/// act(scale·v + shift) of a vector's V values, value i by channel i's affine[i], in T.
 template <Activation kActivation, int V, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& v, const float (&scale)[V],
-                                                            const float (&shift)[V], float swish_beta) {
+HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& v, const Affine (&affine)[V],
+                                                            float swish_beta) {
   Vector<T, V> out;
   HIPGRAD_UNROLL
-  for (int i = 0; i < V; ++i)
-    out[i] = type_convert<T>(activate<kActivation>(scale[i] * type_convert<float>(v[i]) + shift[i], swish_beta));
+  for (int i = 0; i < V; ++i) {
+    const float z = affine[i].scale * type_convert<float>(v[i]) + affine[i].shift;
+    out[i] = type_convert<T>(activate<kActivation>(z, swish_beta));
+  }
   return out;
 }
 
-/// normalise_vector of two vectors of the same channels (two rows), each channel's pair of values
-/// going through Swish with one reciprocal (fast_swish_pair): for loops bound by the
-/// special-function units (the staged forward's writes, docs/perf-notes.md, steps 21 and 23), not
-/// for those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
-template <Activation kActivation, int V, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void normalise_vector_pair(const Vector<T, V>& a, const Vector<T, V>& b,
-                                                         const float (&scale)[V], const float (&shift)[V],
-                                                         float swish_beta, Vector<T, V>& out_a, Vector<T, V>& out_b) {
+/// normalise_vector with Swish of two vectors of the same channels (two rows), each channel's two
+/// values sharing one reciprocal (fast_swish_pair): for loops bound by the special-function units
+/// (the staged forward's writes, docs/perf-notes.md, steps 21 and 23), not for those bound by the
+/// latency of their loads, whose chains the shared reciprocal lengthens.
+template <int V, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE void normalise_swish_pair(const Vector<T, V>& a, const Vector<T, V>& b,
+                                                        const Affine (&affine)[V], float swish_beta, Vector<T, V>& out_a,
+                                                        Vector<T, V>& out_b) {
   const SwishConstants swish = SwishConstants::of(swish_beta);
   HIPGRAD_UNROLL
   for (int i = 0; i < V; ++i) {
-    float za = scale[i] * type_convert<float>(a[i]) + shift[i];
-    float zb = scale[i] * type_convert<float>(b[i]) + shift[i];
-    if constexpr (kActivation == Activation::kSwish) fast_swish_pair(za, zb, swish);
+    float za = affine[i].scale * type_convert<float>(a[i]) + affine[i].shift;
+    float zb = affine[i].scale * type_convert<float>(b[i]) + affine[i].shift;
+    fast_swish_pair(za, zb, swish);
     out_a[i] = type_convert<T>(za);
     out_b[i] = type_convert<T>(zb);
   }
@@ -242,11 +244,7 @@ __global__ void __launch_bounds__(kThreads)
   const Index offset = t.n * xs.n + t.column * V;
   for (Index r = t.begin + t.lane; r < t.end; r += t.map.row_lanes) {
     const Vector<T, V> v = load_vector<V>(x + offset + r * g.c);
-    Vector<T, V> out;
-    HIPGRAD_UNROLL
-    for (int i = 0; i < V; ++i)
-      out[i] = type_convert<T>(activate<kActivation>(a[i].scale * type_convert<float>(v[i]) + a[i].shift, swish_beta));
-    store_vector<V>(y + offset + r * g.c, out);
+    store_vector<V>(y + offset + r * g.c, normalise_vector<kActivation>(v, a, swish_beta));
   }
 }
 

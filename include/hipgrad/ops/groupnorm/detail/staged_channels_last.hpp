@@ -327,13 +327,13 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   const int thread = static_cast<int>(threadIdx.x);
   if (u.rank == 0 && thread < m.band_groups) store_statistics(statistics[thread], u.first_group + thread, mean, rstd);
 
-  float scale[V], shift[V];
+  Affine affine[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) {
     const int c = lane.column * V + e;
     const GroupStatistics st = statistics[group[e]];
-    scale[e] = band_gamma[c] * st.rstd;
-    shift[e] = band_beta[c] - st.mean * scale[e];
+    const float scale = band_gamma[c] * st.rstd;
+    affine[e] = Affine{scale, band_beta[c] - st.mean * scale};
   }
   // A running pointer, as in stage_rows: a slot costs an add, not a 64-bit row product.
   T* target = y + u.n * ys.n + u.c0 + lane.column * V + lane.first * g.c;
@@ -345,13 +345,13 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       const Vector<T, V>& a = staged_vector<V, T>(staged, lane, 0, j);
       const Vector<T, V>& b = staged_vector<V, T>(staged, lane, 0, j + 1);
       Vector<T, V> out_a, out_b;
-      normalise_vector_pair<kActivation>(a, b, scale, shift, swish_beta, out_a, out_b);
+      normalise_swish_pair(a, b, affine, swish_beta, out_a, out_b);
       store_vector<V>(target, out_a);
       store_vector<V>(target + row_step, out_b);
     }
   }
   for (; j < lane.valid_slots; ++j, target += row_step) {
-    store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, lane, 0, j), scale, shift, swish_beta));
+    store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, lane, 0, j), affine, swish_beta));
   }
 }
 
