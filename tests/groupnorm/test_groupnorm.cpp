@@ -425,6 +425,121 @@ TYPED_TEST(GroupNormTest, BackwardIsBitwiseRepeatable) {
   }
 }
 
+/// Copies `b` into `t` on `stream`, ordered after the work enqueued there before.
+template <typename T>
+void copy_back_on(hipStream_t stream, const DeviceBuffer<T>& b, Tensor<T>& t) {
+  ASSERT_EQ(b.size(), t.storage().size());
+  ASSERT_EQ(hipMemcpyAsync(t.data(), b.data(), b.size() * sizeof(T), hipMemcpyDeviceToHost, stream), hipSuccess);
+}
+
+/// The later kernels of an op are dependent launches (core/dependent_launch.hpp) that wait on the
+/// GPU for the kernel before them. Forward, then the fused backward on the forward's mean and
+/// rstd, then every output copied back, all on one stream with no synchronisation between: a
+/// dependent kernel that read before its predecessor had finished, or an op whose last kernel
+/// completed before an earlier one, would leave stale or poisoned values in what comes back.
+template <typename T, typename TP>
+void check_chain_on_stream(const std::vector<Index>& lengths, Index groups, Layout layout, gn::Algorithm algorithm,
+                           Activation act) {
+  SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::algorithm_name(algorithm) + " " + gn::activation_name(act) +
+               " " + hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups));
+  const std::vector<Index> strides = layout_strides(lengths, layout);
+  const Index n = lengths[0], channels = lengths[1];
+  Tensor<T> x(lengths, strides), dy(lengths, strides);
+  Tensor<TP> gamma({channels}), beta({channels});
+  fill(x, InitMethod::kDecimals, 41);
+  fill(dy, InitMethod::kDecimals, 42);
+  fill(gamma, InitMethod::kDecimals, 43);
+  fill(beta, InitMethod::kDecimals, 44);
+
+  gn::ForwardProblem fp;
+  ASSERT_TRUE(gn::make_tensor_shape(lengths, strides, "x", &fp.x).is_ok());
+  fp.y = fp.x;
+  fp.groups = groups;
+  fp.activation = act;
+  fp.algorithm = algorithm;
+  gn::BackwardProblem bp;
+  bp.x = bp.dy = bp.dx = fp.x;
+  bp.groups = groups;
+  bp.activation = act;
+  bp.algorithm = algorithm;
+  using Forward = gn::Forward<T, TP>;
+  using Backward = gn::Backward<T, TP>;
+  Tensor<float> mean({n, groups}), rstd({n, groups});
+  BackwardBuffers<T, TP> d(x, dy, gamma, beta, mean, rstd, Backward::workspace_size(bp));
+  auto& [d_x, d_dy, d_gamma, d_beta, d_mean, d_rstd, d_dx, d_dgamma, d_dbeta, workspace] = d;
+  DeviceBuffer<T> d_y;
+  DeviceBuffer<unsigned char> forward_workspace;
+  ASSERT_TRUE(d_y.allocate(x.storage().size()).is_ok());
+  ASSERT_TRUE(forward_workspace.allocate(Forward::workspace_size(fp)).is_ok());
+  hipStream_t stream = nullptr;
+  ASSERT_EQ(hipStreamCreate(&stream), hipSuccess);
+  Tensor<T> y_out(lengths, strides), dx_out(lengths, strides);
+  Tensor<float> mean_out({n, groups}), rstd_out({n, groups});
+  Tensor<TP> dgamma_out({channels}), dbeta_out({channels});
+  for (int run = 0; run < 3; ++run) {
+    poison(d_y);
+    poison(d_mean);
+    poison(d_rstd);
+    poison(d_dx);
+    poison(d_dgamma);
+    poison(d_dbeta);
+    poison(workspace);
+    poison(forward_workspace);
+    ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);  // the poison is in place before the stream starts
+    Status st = Forward::run(fp, {d_x.data(), d_gamma.data(), d_beta.data(), d_y.data(), d_mean.data(), d_rstd.data()},
+                             forward_workspace.data(), forward_workspace.bytes(), stream);
+    if (st.is_ok())
+      st = Backward::run(bp, {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(), d_rstd.data(),
+                              d_dx.data(), d_dgamma.data(), d_dbeta.data()},
+                         workspace.data(), workspace.bytes(), stream);
+    if (not_applicable(algorithm, st)) break;
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    copy_back_on(stream, d_y, y_out);
+    copy_back_on(stream, d_mean, mean_out);
+    copy_back_on(stream, d_rstd, rstd_out);
+    copy_back_on(stream, d_dx, dx_out);
+    copy_back_on(stream, d_dgamma, dgamma_out);
+    copy_back_on(stream, d_dbeta, dbeta_out);
+    ASSERT_EQ(hipStreamSynchronize(stream), hipSuccess);
+
+    const Index group_size = channels / groups * x.num_elements() / n / channels;
+    const Index per_channel = x.num_elements() / channels;
+    Tensor<T> y_ref(lengths, strides), dx_ref(lengths, strides);
+    Tensor<float> mean_ref({n, groups}), rstd_ref({n, groups});
+    Tensor<TP> dgamma_ref({channels}), dbeta_ref({channels});
+    ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, groups, 1e-5, act, 1.0f, y_ref, mean_ref, rstd_ref).is_ok());
+    // The backward's references from the statistics the GPU's forward handed it.
+    ASSERT_TRUE(reference::groupnorm_backward_data(dy, x, gamma, beta, mean_out, rstd_out, groups, act, 1.0f, dx_ref).is_ok());
+    ASSERT_TRUE(reference::groupnorm_backward_gamma_beta(dy, x, gamma, beta, mean_out, rstd_out, groups, act, 1.0f,
+                                                         dgamma_ref, dbeta_ref).is_ok());
+    const auto checks = {check_close(y_out, y_ref, default_tolerance<T>(group_size)),
+                         check_close(mean_out, mean_ref, default_tolerance<float>(group_size)),
+                         check_close(rstd_out, rstd_ref, default_tolerance<float>(group_size)),
+                         check_close(dx_out, dx_ref, default_tolerance<T>(group_size)),
+                         check_close(dgamma_out, dgamma_ref, default_tolerance<TP>(per_channel)),
+                         check_close(dbeta_out, dbeta_ref, default_tolerance<TP>(per_channel))};
+    const char* names[] = {"y", "mean", "rstd", "dx", "dgamma", "dbeta"};
+    int k = 0;
+    for (const auto& m : checks) {
+      EXPECT_TRUE(m.ok) << Backward::name(bp) << " run " << run << " " << names[k] << ": " << m.report;
+      ++k;
+    }
+  }
+  EXPECT_EQ(hipStreamDestroy(stream), hipSuccess);
+}
+
+TYPED_TEST(GroupNormTest, ForwardThenBackwardOnAStreamWithoutSynchronising) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  for (gn::Algorithm algorithm : {gn::Algorithm::kThreePass, gn::Algorithm::kOneRead, gn::Algorithm::kStaged}) {
+    for (Activation act : {Activation::kIdentity, Activation::kSwish}) {
+      check_chain_on_stream<T, TP>({6, 160, 40, 48}, 16, Layout::kNHWC, algorithm, act);
+      if (algorithm != gn::Algorithm::kStaged) check_chain_on_stream<T, TP>({3, 64, 72, 72}, 8, Layout::kNCHW, algorithm, act);
+    }
+  }
+}
+
 // kOneRead runs the one-read kernels for packed planes and packed channels last (over a cluster
 // or a band where a group needs it), and is refused with a reason where they do not apply.
 TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {

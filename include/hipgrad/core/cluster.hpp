@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "hipgrad/core/device_intrinsics.hpp"
+#include "hipgrad/core/launch_config.hpp"
 
 namespace hipgrad {
 
@@ -84,30 +85,6 @@ inline bool cluster_launch_supported() {
 #endif
 }
 
-#if defined(HIPGRAD_BACKEND_CUDA)
-/// A launch of `blocks` blocks in clusters of `cluster` (`config.attrs` points into the object,
-/// hence no copies).
-struct ClusterLaunch {
-  cudaLaunchAttribute attribute{};
-  cudaLaunchConfig_t config{};
-
-  ClusterLaunch(unsigned blocks, unsigned threads, unsigned cluster, std::size_t shared_bytes, cudaStream_t stream) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = cluster;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared_bytes;
-    config.stream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  ClusterLaunch(const ClusterLaunch&) = delete;
-  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
-};
-#endif
-
 /// Launches kernel<<<blocks, threads, shared_bytes, stream>>>(args…) in clusters of `cluster`
 /// blocks (blocks a multiple of it). A cluster of one is a plain launch, on every backend. More
 /// than 48 KB of dynamic shared memory needs the kernel's opt-in (hipFuncSetAttribute) first.
@@ -119,8 +96,8 @@ hipError_t launch_clustered_with_shared(void (*kernel)(Params...), unsigned bloc
     return hipGetLastError();
   }
 #if defined(HIPGRAD_BACKEND_CUDA)
-  const ClusterLaunch launch(blocks, threads, cluster, shared_bytes, stream);
-  return cudaLaunchKernelEx(&launch.config, kernel, std::forward<Args>(args)...);
+  LaunchConfig launch(blocks, threads, shared_bytes, stream);
+  return cudaLaunchKernelEx(&launch.in_clusters_of(cluster).config, kernel, std::forward<Args>(args)...);
 #else
   return hipErrorInvalidValue;
 #endif
@@ -147,8 +124,8 @@ int resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned clus
   int count = 0;
   if (cluster > 1) {
 #if defined(HIPGRAD_BACKEND_CUDA)
-    const ClusterLaunch launch(cluster, threads, cluster, shared_bytes, nullptr);
-    if (cudaOccupancyMaxActiveClusters(&count, kernel, &launch.config) != cudaSuccess) {
+    LaunchConfig launch(cluster, threads, shared_bytes, nullptr);
+    if (cudaOccupancyMaxActiveClusters(&count, kernel, &launch.in_clusters_of(cluster).config) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }

@@ -185,9 +185,9 @@ class Backward {
                                   hipStream_t stream) {
     const unsigned threads = detail::gamma_beta_threads(g.n);
     const auto blocks = static_cast<unsigned>(ceil_div(g.c, Index{detail::kGammaBetaChannels}));
-    detail::backward_gamma_beta<TParam><<<blocks, threads, 0, stream>>>(totals, g, a.rstd, a.dgamma, a.dbeta);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_gamma_beta");
-    return Status::ok();
+    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals, g,
+                                            a.rstd, a.dgamma, a.dbeta),
+                           "launch of backward_gamma_beta", __FILE__, __LINE__);
   }
 
 
@@ -211,10 +211,11 @@ class Backward {
   static Status run_as(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
     HIPGRAD_RETURN_IF_ERROR(launch_sums<kAct>(pl, p, a, b, stream));
     const detail::Geometry& g = pl.geometry;
-    detail::backward_group_coefficients<TParam, kGroupThreads>
-        <<<static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream>>>(b.partials, g, a.rstd, a.gamma, b.totals,
-                                                                                    a.dx ? b.coefficients : nullptr);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_group_coefficients");
+    HIPGRAD_RETURN_IF_ERROR(status_from_hip(
+        launch_dependent(detail::backward_group_coefficients<TParam, kGroupThreads>,
+                         static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream, b.partials, g, a.rstd, a.gamma,
+                         b.totals, a.dx ? b.coefficients : nullptr),
+        "launch of backward_group_coefficients", __FILE__, __LINE__));
     if (a.dgamma) HIPGRAD_RETURN_IF_ERROR(launch_gamma_beta(g, a, b.totals, stream));
     return a.dx ? launch_data<kAct>(pl, p, a, b, stream) : Status::ok();
   }
@@ -245,16 +246,18 @@ class Backward {
     return detail::visit_walk<T>(pl, [&](auto walk) {
       using W = decltype(walk);
       const unsigned blocks = static_cast<unsigned>(pl.blocks);
+      hipError_t launched;
       if constexpr (W::kChannelsLast) {
-        detail::backward_data_channels_last<T, TParam, kThreads, W::kVector, kAct><<<blocks, kThreads, 0, stream>>>(
-            a.dy, a.x, a.dx, xs, pl.geometry, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, b.coefficients);
+        launched = launch_dependent(detail::backward_data_channels_last<T, TParam, kThreads, W::kVector, kAct>, blocks,
+                                    kThreads, 0, stream, a.dy, a.x, a.dx, xs, pl.geometry, a.mean, a.rstd, a.gamma, a.beta,
+                                    p.swish_beta, b.coefficients);
       } else {
-        detail::backward_data_planes<T, TParam, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>
-            <<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, pl.tiles, a.mean, a.rstd,
-                                              a.gamma, a.beta, p.swish_beta, b.coefficients);
+        launched = launch_dependent(
+            detail::backward_data_planes<T, TParam, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>, blocks,
+            kThreads, 0, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, pl.tiles, a.mean, a.rstd, a.gamma, a.beta,
+            p.swish_beta, b.coefficients);
       }
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_data");
-      return Status::ok();
+      return status_from_hip(launched, "launch of backward_data", __FILE__, __LINE__);
     });
   }
 };

@@ -68,9 +68,11 @@ class Forward {
     const Buffers b = carve(pl, p, carver);
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
     HIPGRAD_RETURN_IF_ERROR(launch_moments(pl, p, a, b, stream));
-    detail::forward_group_statistics<TParam, kStatThreads><<<static_cast<unsigned>(p.x.n() * p.groups), kStatThreads, 0, stream>>>(
-        b.partials, pl.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd, b.affine);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_group_statistics");
+    HIPGRAD_RETURN_IF_ERROR(status_from_hip(
+        launch_dependent(detail::forward_group_statistics<TParam, kStatThreads>, static_cast<unsigned>(p.x.n() * p.groups),
+                         kStatThreads, 0, stream, b.partials, pl.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd,
+                         b.affine),
+        "launch of forward_group_statistics", __FILE__, __LINE__));
     return launch_apply(pl, p, a, b, stream);
   }
 
@@ -197,15 +199,16 @@ class Forward {
     return detail::visit_walk<T>(pl, [&](auto walk) {
       using W = decltype(walk);
       const unsigned blocks = static_cast<unsigned>(pl.blocks);
+      hipError_t launched;
       if constexpr (W::kChannelsLast) {
-        detail::forward_apply_channels_last<T, kThreads, W::kVector, kAct><<<blocks, kThreads, 0, stream>>>(
-            a.x, a.y, xs, pl.geometry, b.affine, p.swish_beta);
+        launched = launch_dependent(detail::forward_apply_channels_last<T, kThreads, W::kVector, kAct>, blocks, kThreads, 0,
+                                    stream, a.x, a.y, xs, pl.geometry, b.affine, p.swish_beta);
       } else {
-        detail::forward_apply_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>
-            <<<blocks, kThreads, 0, stream>>>(a.x, xs, a.y, ys, pl.geometry, pl.tiles, b.affine, p.swish_beta);
+        launched = launch_dependent(detail::forward_apply_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>,
+                                    blocks, kThreads, 0, stream, a.x, xs, a.y, ys, pl.geometry, pl.tiles, b.affine,
+                                    p.swish_beta);
       }
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("forward_apply");
-      return Status::ok();
+      return status_from_hip(launched, "launch of forward_apply", __FILE__, __LINE__);
     });
   }
 };

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "hipgrad/core/array.hpp"
+#include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
@@ -70,6 +71,7 @@ __global__ void __launch_bounds__(kThreads)
                          Index total_tiles, const float* __restrict__ mean, const float* __restrict__ rstd,
                          const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                          GradientSums* __restrict__ partials) {
+  allow_dependent_grids();
   using Walker = PlaneWalker<kThreads, kPlaneThreads>;
   using Reduce = TileReduce<GradientSums, kThreads, kPlaneThreads>;
   __shared__ typename Reduce::TempStorage storage;
@@ -104,6 +106,7 @@ __global__ void __launch_bounds__(kThreads)
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                 const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                 GradientSums* __restrict__ partials) {
+  allow_dependent_grids();
   const ColumnTile<kThreads, V> t(g, blockIdx.x);
 
   GradientSums sums[V];
@@ -146,6 +149,8 @@ __global__ void __launch_bounds__(kThreads)
     backward_group_coefficients(const GradientSums* __restrict__ partials, Geometry g, const float* __restrict__ rstd,
                                 const TParam* __restrict__ gamma, GradientSums* __restrict__ totals,
                                 DataGradient* __restrict__ coefficients) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
+  allow_dependent_grids();
   const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;
   const Index c0 = group * g.group_channels;
   __shared__ GradientSums scratch[kThreads];
@@ -184,6 +189,8 @@ template <typename TParam>
 __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
     backward_gamma_beta(const GradientSums* __restrict__ totals, Geometry g, const float* __restrict__ rstd,
                         TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
+  allow_dependent_grids();
   const int rows = static_cast<int>(blockDim.x) / kGammaBetaChannels;
   const int lane = static_cast<int>(threadIdx.x) % kGammaBetaChannels, row = static_cast<int>(threadIdx.x) / kGammaBetaChannels;
   const Index c = static_cast<Index>(blockIdx.x) * kGammaBetaChannels + lane;
@@ -220,6 +227,7 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ dx, DeviceStrides dxs, Geometry g, Index total_tiles,
                          const float* __restrict__ mean, const float* __restrict__ rstd, const TParam* __restrict__ gamma,
                          const TParam* __restrict__ beta, float swish_beta, const DataGradient* __restrict__ coefficients) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   const PlaneWalker<kThreads, kPlaneThreads> w(total_tiles, /*reverse=*/true);  // reuse what L2 still holds
   if (!w.valid) return;
   const PlaneTile t = PlaneTile::at(g, w.tile);
@@ -255,6 +263,7 @@ __global__ void __launch_bounds__(kThreads)
                                 Geometry g, const float* __restrict__ mean, const float* __restrict__ rstd,
                                 const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                 const DataGradient* __restrict__ coefficients) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   const ColumnTile<kThreads, V> t(g, static_cast<Index>(gridDim.x) - 1 - blockIdx.x);  // reverse order, as planes
   if (!t.active) return;
   ChannelState s[V];

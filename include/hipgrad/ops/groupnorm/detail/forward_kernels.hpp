@@ -9,6 +9,7 @@
 #pragma once
 
 #include "hipgrad/core/array.hpp"
+#include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
@@ -107,6 +108,7 @@ template <typename T, int kThreads, int V, bool kPacked, int kPlaneThreads>
 __global__ void __launch_bounds__(kThreads)
     forward_moments_planes(const T* __restrict__ x, DeviceStrides xs, Geometry g, Index total_tiles,
                            Moments* __restrict__ partials) {
+  allow_dependent_grids();
   using Walker = PlaneWalker<kThreads, kPlaneThreads>;
   using Reduce = TileReduce<Array<float, 3>, kThreads, kPlaneThreads>;
   __shared__ typename Reduce::TempStorage storage;
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int kThreads, int V>
 __global__ void __launch_bounds__(kThreads)
     forward_moments_channels_last(const T* __restrict__ x, DeviceStrides xs, Geometry g, Moments* __restrict__ partials) {
+  allow_dependent_grids();
   const ColumnTile<kThreads, V> t(g, blockIdx.x);
   const Index position_stride = g.c;  // packed channels-last: positions are C apart
 
@@ -181,6 +184,8 @@ __global__ void __launch_bounds__(kThreads)
     forward_group_statistics(const Moments* __restrict__ partials, Geometry g, float epsilon,
                              const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float* __restrict__ mean,
                              float* __restrict__ rstd, Affine* __restrict__ affine) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
+  allow_dependent_grids();
   const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;
   const Index c0 = group * g.group_channels;
   __shared__ Moments scratch[kThreads];
@@ -208,6 +213,7 @@ template <typename T, int kThreads, int V, bool kPacked, int kPlaneThreads, Acti
 __global__ void __launch_bounds__(kThreads)
     forward_apply_planes(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
                          Index total_tiles, const Affine* __restrict__ affine, float swish_beta) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   const PlaneWalker<kThreads, kPlaneThreads> w(total_tiles, /*reverse=*/true);
   if (!w.valid) return;
   const PlaneTile t = PlaneTile::at(g, w.tile);
@@ -236,6 +242,7 @@ template <typename T, int kThreads, int V, Activation kActivation>
 __global__ void __launch_bounds__(kThreads)
     forward_apply_channels_last(const T* __restrict__ x, T* __restrict__ y, DeviceStrides xs, Geometry g,
                                 const Affine* __restrict__ affine, float swish_beta) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   const ColumnTile<kThreads, V> t(g, static_cast<Index>(gridDim.x) - 1 - blockIdx.x);  // reverse order, as planes
   if (!t.active) return;
   Affine a[V];

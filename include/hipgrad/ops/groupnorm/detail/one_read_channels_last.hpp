@@ -172,6 +172,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                                     const float* __restrict__ mean, const float* __restrict__ rstd,
                                     const TParam* __restrict__ gamma, const TParam* __restrict__ beta,
                                     float swish_beta, GradientSums* __restrict__ totals) {
+  allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   constexpr int kSlots = kElements / Vc;
   const OneReadRows m = unsplit_unless<kSplit>(split);
   __shared__ GradientSums rows[kMaxThreads];

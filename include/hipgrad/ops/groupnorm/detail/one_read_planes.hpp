@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                              const float* __restrict__ mean, const float* __restrict__ rstd,
                              const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                              GradientSums* __restrict__ totals) {
+  allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   __shared__ GradientSums scratch[2][kOneReadMaxWarps];
   __shared__ GradientSums channel_partials[kMaxThreads];  // a cluster's blocks swap these
   const OneReadBlock b = OneReadBlock::of(m.cluster);

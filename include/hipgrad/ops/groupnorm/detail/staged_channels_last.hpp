@@ -364,6 +364,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                                   const float* __restrict__ mean, const float* __restrict__ rstd,
                                   const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                   GradientSums* __restrict__ totals) {
+  allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
   __shared__ GradientSums rows[kStagedMaxThreads];
