@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/gpu_test.hpp"
@@ -473,6 +475,9 @@ void check_chain_on_stream(const std::vector<Index>& lengths, Index groups, Layo
   ASSERT_TRUE(forward_workspace.allocate(Forward::workspace_size(fp)).is_ok());
   hipStream_t stream = nullptr;
   ASSERT_EQ(hipStreamCreate(&stream), hipSuccess);
+  // Destroyed on every way out, a failed assertion's early return included.
+  const std::unique_ptr<std::remove_pointer_t<hipStream_t>, hipError_t (*)(hipStream_t)> owned_stream(stream,
+                                                                                                      hipStreamDestroy);
   Tensor<T> y_out(lengths, strides), dx_out(lengths, strides);
   Tensor<float> mean_out({n, groups}), rstd_out({n, groups});
   Tensor<TP> dgamma_out({channels}), dbeta_out({channels});
@@ -525,7 +530,6 @@ void check_chain_on_stream(const std::vector<Index>& lengths, Index groups, Layo
       ++k;
     }
   }
-  EXPECT_EQ(hipStreamDestroy(stream), hipSuccess);
 }
 
 TYPED_TEST(GroupNormTest, ForwardThenBackwardOnAStreamWithoutSynchronising) {

@@ -11,7 +11,8 @@
 namespace hipgrad {
 
 #if defined(HIPGRAD_BACKEND_CUDA)
-/// `config` for cudaLaunchKernelEx; `config.attrs` points into the object, hence no copies.
+/// `config` for cudaLaunchKernelEx; `config.attrs` points into the object, hence no copies. Each
+/// attribute is added at most once (room for both).
 struct LaunchConfig {
   cudaLaunchAttribute attributes[2]{};
   cudaLaunchConfig_t config{};
