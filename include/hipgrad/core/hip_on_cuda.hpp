@@ -37,6 +37,8 @@ using hipDeviceProp_t = cudaDeviceProp;
 using hipDeviceAttribute_t = cudaDeviceAttr;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeMultiprocessorCount = cudaDevAttrMultiProcessorCount;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeMaxSharedMemoryPerBlock = cudaDevAttrMaxSharedMemoryPerBlockOptin;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeMaxSharedMemoryPerMultiprocessor =
+    cudaDevAttrMaxSharedMemoryPerMultiprocessor;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeL2CacheSize = cudaDevAttrL2CacheSize;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeWarpSize = cudaDevAttrWarpSize;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeComputeCapabilityMajor = cudaDevAttrComputeCapabilityMajor;

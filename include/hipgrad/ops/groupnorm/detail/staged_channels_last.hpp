@@ -16,17 +16,25 @@
 /// rows C elements apart), covered by a cluster of `cluster` blocks; block r takes rows
 /// [r·span, (r + 1)·span). Thread t owns vector column t % columns of the band and the rows
 /// first + j·rows_per_step (slot j < slots) of its block's rows; slot j of tensor k lies at
-/// staged[(k·slots + j)·threads + t], so a thread only ever reads what it copied itself and
-/// waits for its own copies, in kStagedChunks groups, summing a chunk as soon as it landed.
+/// staged[k·span·columns + j·threads + t] (row j·rows_per_step + t / columns of the block, so no
+/// vector is kept for padding rows past the span), so a thread only ever reads what it copied
+/// itself and waits for its own copies, in kStagedChunks groups, summing a chunk as soon as it
+/// landed.
 ///
-/// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order),
-/// per channel over the cluster (each block sends its totals to every peer; ranks added in
-/// order), per group over its channels (a warp per group, a fixed butterfly): the bits depend on
-/// the sizes only. The forward sums values around a shift per
+/// All of a block's shared arrays but a few per-group ones live in its dynamic shared memory,
+/// sized to the plan (StagedLayout): a block whose static arrays were sized for the largest band
+/// and block left no room for two 6-block clusters' blocks on one multiprocessor.
+///
+/// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order);
+/// the backward then per channel over the cluster (each block sends its totals to every peer;
+/// ranks added in order) and per group over its channels (a warp per group, a fixed butterfly),
+/// the forward per group over the block's channel totals, then over the cluster: the bits depend
+/// on the sizes only. The forward sums values around a shift per
 /// group (the group's first value of the unit: the same for every block of the cluster), so that
 /// channels and blocks combine by addition.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp"
@@ -34,17 +42,19 @@
 
 namespace hipgrad::groupnorm::detail {
 
-/// Most threads of a staged block, and most channels of its band (the shared arrays' sizes).
+/// Most threads of a staged block, and most channels of its band.
 inline constexpr int kStagedMaxThreads = 512;
 inline constexpr int kStagedMaxBandChannels = 512;
+/// Shared memory the staged kernels declare statically: per-group arrays of at most
+/// kOneReadMaxBandGroups entries (GroupStatistics and a shift, or GradientSums).
+inline constexpr std::size_t kStagedStaticBytes = 512;
 /// Copy groups per thread: the sums of a chunk start while later chunks are still in flight.
 inline constexpr int kStagedChunks = 4;
-static_assert(kStagedMaxThreads >= kStagedMaxBandChannels, "the per-thread scratch doubles as a per-channel array");
 /// Registers per thread at most, and the most threads of a block that then fits twice on a
 /// multiprocessor of 64 K registers: two blocks per multiprocessor, one loading while the other
 /// sums or writes, ran faster than one block with twice the staging or with more threads
-/// (docs/perf-notes.md, step 14). sm_90a, ptxas: 16 bytes spilled at most (16-bit forward without
-/// Swish, 16-bit backward with it; the 16-bit forwards spilled 52–76 bytes at 64 registers).
+/// (docs/perf-notes.md, step 14). sm_90a, ptxas: the forwards spill nothing (52–76 bytes at 64
+/// registers), the 16-bit backward with Swish 32 bytes, the other backwards nothing.
 inline constexpr int kStagedForwardRegisters = 80, kStagedForwardPairThreads = 384;
 inline constexpr int kStagedBackwardRegisters = 96, kStagedBackwardPairThreads = 320;
 static_assert(2 * kStagedForwardPairThreads * kStagedForwardRegisters <= 65536, "two blocks fit the register file");
@@ -58,6 +68,25 @@ static_assert(2 * kStagedBackwardPairThreads * kStagedBackwardRegisters <= 65536
 #define HIPGRAD_STAGED_FORWARD_BOUNDS __launch_bounds__(kStagedMaxThreads)
 #define HIPGRAD_STAGED_BACKWARD_BOUNDS __launch_bounds__(kStagedMaxThreads)
 #endif
+
+/// Where a staged block's dynamic shared memory goes (byte offsets from its start; the plan
+/// computes them, staged_plan.hpp): the staging ([tensors][span · columns] 16-byte vectors), the
+/// cluster's exchange of partial sums (pairs of floats, [cluster][entries per rank]), the scratch
+/// of the warps' partials (`scratch_entries` pairs, at least one per thread), the block's
+/// per-channel totals ([band channels] pairs), then per-channel floats (γ, and β for the forward).
+struct StagedLayout {
+  int slots = 0;            ///< rows per thread
+  int tensor_vectors = 0;   ///< staged vectors per tensor: span · columns
+  int scratch_entries = 0;  ///< pairs of floats in the scratch: ≥ threads
+  unsigned exchange_at = 0, scratch_at = 0, totals_at = 0, parameters_at = 0;
+  unsigned bytes = 0;  ///< the whole
+};
+
+/// The region of the dynamic shared memory `staged` that starts `at` bytes in.
+template <typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE T* staged_region(uint4* staged, unsigned at) {
+  return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(staged) + at);
+}
 
 /// A thread's column and rows in a staged block.
 struct StagedLane {
@@ -89,16 +118,18 @@ struct StagedLane {
   HIPGRAD_DEVICE int chunk_end(int k) const { return chunk_begin(k + 1); }
 };
 
-/// The thread's staged vector of tensor `tensor`, slot `slot`.
+/// The thread's staged vector of slot `slot` of the tensor staged at `tensor_staging`.
 template <int V, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* staged, const StagedLane& l, int tensor, int slot) {
-  return *reinterpret_cast<Vector<T, V>*>(&staged[(tensor * l.slots + slot) * static_cast<int>(blockDim.x) + threadIdx.x]);
+HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* tensor_staging, int slot) {
+  return *reinterpret_cast<Vector<T, V>*>(&tensor_staging[slot * static_cast<int>(blockDim.x) + threadIdx.x]);
 }
 
 /// Issues the copies of the thread's valid slots of each tensor (bases[k] at row 0 of the
-/// thread's column; rows `pitch` elements apart), one commit group per chunk.
+/// thread's column; rows `pitch` elements apart; tensor k staged `tensor_vectors`·k vectors in),
+/// one commit group per chunk.
 template <int kTensors, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch,
+                                              int tensor_vectors) {
   // Running pointers: a slot costs adds, not a 64-bit row product, whose registers made the
   // 16-bit backward with Swish spill 104–112 bytes at its 96 (docs/perf-notes.md, step 16).
   const int threads = static_cast<int>(blockDim.x);
@@ -113,7 +144,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l
     for (const int end = l.chunk_end(k); j < end; ++j) {
       HIPGRAD_UNROLL
       for (int t = 0; t < kTensors; ++t) {
-        gemm::copy_chunk(target + t * l.slots * threads, source[t], 16);
+        gemm::copy_chunk(target + t * tensor_vectors, source[t], 16);
         source[t] += row_step;
       }
       target += threads;
@@ -144,15 +175,15 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(const StagedLane& l, Visit&& vis
 }
 
 /// The block's total per channel of the band of every thread's V per-element `sums` (channel
-/// column·V + e), each sent to slot `rank` of every block of the cluster's `exchange`
-/// ([cluster][band channels], local when the cluster is one block). Lanes of a warp that share a
-/// column (lanes `columns` apart) are added by shuffles first, then the warps' partials in warp
-/// order through `scratch` ([kStagedMaxThreads]), as many elements per barrier as it holds: one
-/// barrier for narrow bands, where a barrier per element made the sums a fifth of the kernel's
-/// time (docs/perf-notes.md, step 15). The caller's next barrier orders the sends.
-template <int V, typename Value>
-HIPGRAD_DEVICE HIPGRAD_INLINE void send_column_totals(Value (&sums)[V], const OneReadRows& m, int rank, Value* scratch,
-                                                      Value* exchange) {
+/// column·V + e): deliver(channel, total) for each, once, from some thread of the block. Lanes of
+/// a warp that share a column (lanes `columns` apart) are added by shuffles first, then the warps'
+/// partials in warp order through `scratch` (`scratch_entries` ≥ threads), as many elements per
+/// barrier as it holds: one or two barriers for narrow bands, where a barrier per element made
+/// the sums a fifth of the kernel's time (docs/perf-notes.md, step 15). The caller's next barrier
+/// orders what `deliver` stores.
+template <int V, typename Value, typename Deliver>
+HIPGRAD_DEVICE HIPGRAD_INLINE void block_column_totals(Value (&sums)[V], const OneReadRows& m, Value* scratch,
+                                                       int scratch_entries, Deliver&& deliver) {
   constexpr int width = warp_size();
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / width;
   const int warps = static_cast<int>(blockDim.x) / width, columns = static_cast<int>(m.columns);
@@ -168,9 +199,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void send_column_totals(Value (&sums)[V], const On
   }
   // Lanes [0, holders) of each warp now hold its partials: lane l those of thread warp·width + l.
   const int holders = columns < width ? columns : width;
-  const int per_pass_most = kStagedMaxThreads / (warps * holders);
+  const int per_pass_most = scratch_entries / (warps * holders);  // ≥ 1: warps · holders ≤ threads
   const int per_pass = per_pass_most < 1 ? 1 : (per_pass_most > V ? V : per_pass_most);
-  const Index channels = m.columns * V;
   for (int e0 = 0; e0 < V; e0 += per_pass) {
     const int count = V - e0 < per_pass ? V - e0 : per_pass;
     if (e0 > 0) block_sync();  // the previous pass has read `scratch`
@@ -195,33 +225,41 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void send_column_totals(Value (&sums)[V], const On
       } else {
         for (int t = column; t < warps * width; t += columns) total = total + pass[t];
       }
-      const Index at = rank * channels + column * V + e0 + k;
-      if (m.cluster == 1) {
-        exchange[at] = total;
-      } else {
-        for (int r = 0; r < m.cluster; ++r) cluster_peer(exchange, r)[at] = total;
-      }
+      deliver(column * V + e0 + k, total);
     }
+  }
+}
+
+/// Stores `value` at `at` of `exchange` in every block of the cluster (this block's own when the
+/// cluster is one block).
+template <typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE void send_to_cluster(Value* exchange, Index at, const Value& value, int cluster) {
+  if (cluster == 1) {
+    exchange[at] = value;
+  } else {
+    for (int r = 0; r < cluster; ++r) cluster_peer(exchange, r)[at] = value;
   }
 }
 
 /// The cluster's per-channel totals of every thread's V per-element `sums`, then, for each channel
 /// c of the band this thread visits (c = threadIdx.x, + blockDim.x, …), visit(c, total) with the
-/// ranks' partials added in rank order. The blocks send their partials into each other's
-/// `exchange` (see send_column_totals) and read only their own after the cluster barrier, so no
-/// block waits for its peers before it exits; the caller arrives (cluster_arrive_relaxed) at the
-/// start of the kernel, so that no block sends before every peer runs.
+/// ranks' partials added in rank order. Each block sends its totals into slot `rank` of every
+/// block's `exchange` ([cluster][band channels]) and reads only its own after the cluster
+/// barrier, so no block waits for its peers before it exits; the caller arrives
+/// (cluster_arrive_relaxed) at the start of the kernel, so that no block sends before every peer
+/// runs.
 template <int V, typename Value, typename Visit>
 HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(Value (&sums)[V], const OneReadRows& m, int rank, Value* scratch,
-                                                          Value* exchange, Visit&& visit) {
+                                                          int scratch_entries, Value* exchange, Visit&& visit) {
   if (m.cluster > 1) cluster_wait();  // every peer has started
-  send_column_totals<V>(sums, m, rank, scratch, exchange);
+  const Index channels = m.columns * V;
+  block_column_totals<V>(sums, m, scratch, scratch_entries,
+                         [&](int c, const Value& total) { send_to_cluster(exchange, rank * channels + c, total, m.cluster); });
   if (m.cluster > 1) {
     cluster_sync();
   } else {
     block_sync();
   }
-  const Index channels = m.columns * V;
   for (Index c = threadIdx.x; c < channels; c += blockDim.x) {
     Value total = exchange[c];
     for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * channels + c];
@@ -257,19 +295,26 @@ struct StagedUnit {
 template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     forward_staged_channels_last(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
-                                 OneReadRows m, int slots, const TParam* __restrict__ gamma,
+                                 OneReadRows m, StagedLayout layout, const TParam* __restrict__ gamma,
                                  const TParam* __restrict__ beta, float epsilon, float swish_beta,
                                  float* __restrict__ mean, float* __restrict__ rstd) {
   constexpr int V = kVector16<T>;
   using Sums = Array<float, 2>;  // Σ(x − shift), Σ(x − shift)²: a group's count is its size
   extern __shared__ uint4 staged[];
-  __shared__ Sums rows[kStagedMaxThreads];
   __shared__ GroupStatistics statistics[kOneReadMaxBandGroups];
   __shared__ float group_shifts[kOneReadMaxBandGroups];
-  __shared__ float band_gamma[kStagedMaxBandChannels], band_beta[kStagedMaxBandChannels];
+  static_assert(kOneReadMaxBandGroups * (sizeof(GroupStatistics) + sizeof(float)) <= kStagedStaticBytes, "static arrays");
+  // The cluster exchanges per-group partials ([cluster][band groups]): a tenth of per-channel
+  // ones for 10-channel groups, which is what lets two blocks of a 6-block cluster share a
+  // multiprocessor at fp16 32×320×64×64.
+  Sums* const exchange = staged_region<Sums>(staged, layout.exchange_at);
+  Sums* const scratch = staged_region<Sums>(staged, layout.scratch_at);
+  Sums* const channel_totals = staged_region<Sums>(staged, layout.totals_at);
+  float* const band_gamma = staged_region<float>(staged, layout.parameters_at);
+  float* const band_beta = band_gamma + m.columns * V;
   if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
-  const StagedLane lane = StagedLane::of(m, u.rank, slots);
+  const StagedLane lane = StagedLane::of(m, u.rank, layout.slots);
   const T* unit_x = x + u.n * xs.n + u.c0;
   const T* const bases[1] = {unit_x + lane.column * V};
 
@@ -290,7 +335,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     own_gamma[e] = first_row ? type_convert<float>(gamma[u.c0 + lane.column * V + e]) : 0.0f;
     own_beta[e] = first_row ? type_convert<float>(beta[u.c0 + lane.column * V + e]) : 0.0f;
   }
-  stage_rows(staged, lane, bases, g.c);
+  stage_rows(staged, lane, bases, g.c, layout.tensor_vectors);
   if (first_row) {
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) {
@@ -301,27 +346,37 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     }
   }
   visit_staged(lane, [&](int j) {
-    const Vector<T, V> v = staged_vector<V, T>(staged, lane, 0, j);
+    const Vector<T, V> v = staged_vector<V, T>(staged, j);
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) sums[e].add_uncounted(type_convert<float>(v[e]));
   });
   Sums own[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) own[e] = Sums{{sums[e].sums[0], sums[e].sums[1]}};
-  // The cluster's channel totals go to `rows`, free once the block's column totals are sent.
-  Sums* channel_totals = rows;
-  Sums* exchange = reinterpret_cast<Sums*>(staged + slots * static_cast<int>(blockDim.x));  // after the staging
-  cluster_channel_totals<V>(own, m, u.rank, rows, exchange, [&](Index c, const Sums& total) { channel_totals[c] = total; });
+  // The block's channel totals, then its group totals (a warp per group adds the group's channels
+  // in a fixed butterfly), sent to slot `rank` of every block of the cluster; after the cluster
+  // barrier each block adds the ranks' partials of every group in rank order.
+  block_column_totals<V>(own, m, scratch, layout.scratch_entries, [&](int c, const Sums& total) { channel_totals[c] = total; });
   block_sync();
-  // A warp per group adds its channels (a fixed butterfly), then the group's moments.
-  const float group_count = static_cast<float>(g.group_channels * m.positions);
+  if (m.cluster > 1) cluster_wait();  // every peer has started
   const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
   for (int k = warp; k < m.band_groups; k += warps) {
     Sums acc{};
     for (Index i = lane_id(); i < g.group_channels; i += warp_size()) acc = acc + channel_totals[k * g.group_channels + i];
     acc = warp_butterfly_sum(acc);
-    const Moments moments = ShiftedSums::moments(group_shifts[k], acc[0], acc[1], group_count);
-    if (lane_id() == 0) statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
+    if (lane_id() == 0) send_to_cluster(exchange, u.rank * m.band_groups + k, acc, m.cluster);
+  }
+  if (m.cluster > 1) {
+    cluster_sync();
+  } else {
+    block_sync();
+  }
+  const float group_count = static_cast<float>(g.group_channels * m.positions);
+  for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {
+    Sums total = exchange[k];
+    for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * m.band_groups + k];
+    const Moments moments = ShiftedSums::moments(group_shifts[k], total[0], total[1], group_count);
+    statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
   }
   block_sync();
   const int thread = static_cast<int>(threadIdx.x);
@@ -342,8 +397,8 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   if constexpr (kActivation == Activation::kSwish) {
     // Two rows at a time, so that each channel's two values share a reciprocal.
     for (; j + 1 < lane.valid_slots; j += 2, target += 2 * row_step) {
-      const Vector<T, V>& a = staged_vector<V, T>(staged, lane, 0, j);
-      const Vector<T, V>& b = staged_vector<V, T>(staged, lane, 0, j + 1);
+      const Vector<T, V>& a = staged_vector<V, T>(staged, j);
+      const Vector<T, V>& b = staged_vector<V, T>(staged, j + 1);
       Vector<T, V> out_a, out_b;
       normalise_swish_pair(a, b, affine, swish_beta, out_a, out_b);
       store_vector<V>(target, out_a);
@@ -351,7 +406,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     }
   }
   for (; j < lane.valid_slots; ++j, target += row_step) {
-    store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, lane, 0, j), affine, swish_beta));
+    store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, j), affine, swish_beta));
   }
 }
 
@@ -360,22 +415,25 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
 template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     backward_staged_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
-                                  T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadRows m, int slots,
+                                  T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadRows m, StagedLayout layout,
                                   const float* __restrict__ mean, const float* __restrict__ rstd,
                                   const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                   GradientSums* __restrict__ totals) {
   allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
-  __shared__ GradientSums rows[kStagedMaxThreads];
-  GradientSums* weighted = rows;  // free once the block's column totals are sent
   __shared__ GradientSums group_sums[kOneReadMaxBandGroups];
-  __shared__ float band_gamma[kStagedMaxBandChannels];
+  static_assert(kOneReadMaxBandGroups * sizeof(GradientSums) <= kStagedStaticBytes, "static arrays");
+  // The cluster exchanges per-channel partials ([cluster][band channels]): rank 0 keeps the
+  // unit's channel totals for dγ/dβ.
+  // The regions' addresses are formed where used (the offsets are kernel parameters): held from the
+  // start, they took registers that the 16-bit backward with Swish paid for in spills.
+  const auto band_gamma = [&] { return staged_region<float>(staged, layout.parameters_at); };
   if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
-  const StagedLane lane = StagedLane::of(m, u.rank, slots);
+  const StagedLane lane = StagedLane::of(m, u.rank, layout.slots);
   const T* const bases[2] = {x + u.n * xs.n + u.c0 + lane.column * V, dy + u.n * dys.n + u.c0 + lane.column * V};
-  stage_rows(staged, lane, bases, g.c);
+  stage_rows(staged, lane, bases, g.c, layout.tensor_vectors);
 
   int group[V];
   band_groups_of(lane, g.group_channels, group);
@@ -389,22 +447,24 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   }
   if (threadIdx.x < m.columns) {  // the block's first row: γ of the band, for the group sums
     HIPGRAD_UNROLL
-    for (int e = 0; e < V; ++e) band_gamma[lane.column * V + e] = state[e].gamma;
+    for (int e = 0; e < V; ++e) band_gamma()[lane.column * V + e] = state[e].gamma;
   }
   GradientSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e] = GradientSums{{0.0f, 0.0f}};
   visit_staged(lane, [&](int j) {
-    const Vector<T, V> xv = staged_vector<V, T>(staged, lane, 0, j), dv = staged_vector<V, T>(staged, lane, 1, j);
+    const Vector<T, V> xv = staged_vector<V, T>(staged, j), dv = staged_vector<V, T>(staged + layout.tensor_vectors, j);
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e)
       accumulate<kActivation>(sums[e], type_convert<float>(dv[e]), type_convert<float>(xv[e]), state[e], swish_beta);
   });
-  GradientSums* exchange = reinterpret_cast<GradientSums*>(staged + 2 * slots * static_cast<int>(blockDim.x));
-  cluster_channel_totals<V>(sums, m, u.rank, rows, exchange, [&](Index c, const GradientSums& total) {
-    if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
-    weighted[c] = GradientSums{{band_gamma[c] * total[0], band_gamma[c] * total[1]}};
-  });
+  GradientSums* const weighted = staged_region<GradientSums>(staged, layout.totals_at);
+  cluster_channel_totals<V>(sums, m, u.rank, staged_region<GradientSums>(staged, layout.scratch_at), layout.scratch_entries,
+                            staged_region<GradientSums>(staged, layout.exchange_at), [&](Index c, const GradientSums& total) {
+                              if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
+                              const float gamma_c = band_gamma()[c];
+                              weighted[c] = GradientSums{{gamma_c * total[0], gamma_c * total[1]}};
+                            });
 
   if (dx != nullptr) {  // uniform across the cluster
     block_sync();
@@ -422,7 +482,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     // with Swish spill 48 bytes instead of 12 at its 96.
     T* unit_dx = dx + u.n * dxs.n + u.c0 + lane.column * V;
     for (int j = 0; j < lane.valid_slots; ++j) {
-      const Vector<T, V> xv = staged_vector<V, T>(staged, lane, 0, j), dv = staged_vector<V, T>(staged, lane, 1, j);
+      const Vector<T, V> xv = staged_vector<V, T>(staged, j), dv = staged_vector<V, T>(staged + layout.tensor_vectors, j);
       Vector<T, V> out;
       HIPGRAD_UNROLL
       for (int e = 0; e < V; ++e)

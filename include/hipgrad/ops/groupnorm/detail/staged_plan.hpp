@@ -12,27 +12,22 @@
 
 namespace hipgrad::groupnorm::detail {
 
-/// How much a staged block may stage, and with how many threads at most, in the order tried, as
-/// measured on the H100 (docs/perf-notes.md, steps 13, 14, 16 and 17): blocks that fit two to a
-/// multiprocessor (≤ 106 KB of staging, and few enough threads for the kernel's registers: see
-/// kStaged*PairThreads) ran best. Bands whose columns need more threads than that take a block
-/// per multiprocessor; so does a unit too large for a cluster of such blocks, with up to the
-/// device's limit each (staged_budget).
+/// How much a staged block may take, and with how many threads at most, in the order tried, as
+/// measured on the H100 (docs/perf-notes.md, steps 13, 14, 16, 17 and 26): blocks that fit two to
+/// a multiprocessor (half its shared memory each, and few enough threads for the kernel's
+/// registers: see kStaged*PairThreads) ran best. Bands whose columns need more threads than that
+/// take a block per multiprocessor; so does a unit too large for a cluster of such blocks, with up
+/// to the device's limit each (staged_budget).
 struct StagedBudget {
-  std::size_t bytes;
+  bool pair;  ///< two blocks per multiprocessor (staged_pair_budget), else staged_budget
   Index most_threads;
 };
-inline constexpr std::size_t kStagedPairBytes = 106 * 1024, kStagedNoLimit = ~std::size_t{0};
-inline constexpr StagedBudget kStagedForwardBudgets[] = {{kStagedPairBytes, kStagedForwardPairThreads},
-                                                         {kStagedPairBytes, kStagedMaxThreads},
-                                                         {kStagedNoLimit, kStagedMaxThreads}};
-inline constexpr StagedBudget kStagedBackwardBudgets[] = {{kStagedPairBytes, kStagedBackwardPairThreads},
-                                                          {kStagedNoLimit, kStagedMaxThreads}};
+inline constexpr StagedBudget kStagedForwardBudgets[] = {
+    {true, kStagedForwardPairThreads}, {true, kStagedMaxThreads}, {false, kStagedMaxThreads}};
+inline constexpr StagedBudget kStagedBackwardBudgets[] = {{true, kStagedBackwardPairThreads}, {false, kStagedMaxThreads}};
 /// The narrowest band row: 160-byte rows of whole sectors ran best for the forward, narrower
 /// bands for the backward.
 inline constexpr Index kStagedForwardRowBytes = 128, kStagedBackwardRowBytes = 64;
-/// Shared memory the staged kernels declare statically (≤ 8.5 KB), kept free of the staging.
-inline constexpr std::size_t kStagedStaticBytes = 16 * 1024;
 /// Threads come in whole warps of this many lanes (NVIDIA 32, AMD up to 64).
 #if defined(HIPGRAD_BACKEND_CUDA)
 inline constexpr Index kStagedWarpGranule = 32;
@@ -43,12 +38,12 @@ inline constexpr Index kStagedWarpGranule = 64;
 struct StagedPlan {
   bool usable = false;
   OneReadRows rows;
-  int slots = 0;
+  StagedLayout layout;  ///< the slots and the dynamic shared memory of a block
   unsigned threads = 0;
   Index units = 0;
-  std::size_t shared_bytes = 0;  ///< dynamic shared memory per block
 
   int cluster() const { return rows.cluster; }
+  std::size_t shared_bytes() const { return layout.bytes; }
   Index blocks() const { return units * rows.cluster; }
 };
 
@@ -59,8 +54,8 @@ inline std::string staged_name(const StagedPlan& plan) {
          std::to_string(plan.rows.band_groups);
 }
 
-/// The most a staged block may stage on this device: its shared memory per block, less the
-/// kernels' static arrays; 0 if the runtime cannot say.
+/// The most dynamic shared memory a staged block may take on this device: its shared memory per
+/// block, less the kernels' static arrays; 0 if the runtime cannot say.
 inline std::size_t staged_budget() {
   int device = 0, block_bytes = 0;
   if (hipGetDevice(&device) != hipSuccess ||
@@ -70,6 +65,74 @@ inline std::size_t staged_budget() {
   }
   const auto available = static_cast<std::size_t>(block_bytes);
   return available > kStagedStaticBytes ? available - kStagedStaticBytes : 0;
+}
+
+/// Shared memory the runtime keeps for itself in each block (1 KB on sm_80 and later, none on AMD).
+inline std::size_t reserved_shared_memory_per_block() {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1024;
+  }
+  return static_cast<std::size_t>(bytes);
+#else
+  return 0;
+#endif
+}
+
+/// The most dynamic shared memory each of two staged blocks may take and still share a
+/// multiprocessor: half of its shared memory, less what the runtime reserves per block and the
+/// kernels' static arrays (115,200 bytes on an H100); 0 if the runtime cannot say.
+inline std::size_t staged_pair_budget() {
+  int device = 0, multiprocessor_bytes = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&multiprocessor_bytes, hipDeviceAttributeMaxSharedMemoryPerMultiprocessor, device) !=
+          hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  const std::size_t per_block = static_cast<std::size_t>(multiprocessor_bytes) / 2,
+                    taken = reserved_shared_memory_per_block() + kStagedStaticBytes;
+  return per_block > taken ? per_block - taken : 0;
+}
+
+/// The dynamic shared memory of a staged block of `threads` threads over `tensors` tensors in
+/// cluster configuration `c` (StagedLayout; its bytes 0 when it needs more than `budget`): the
+/// cluster's exchange holds `exchanged` entries per rank, and the block `parameter_arrays` floats
+/// per channel. The scratch takes what the warps' partials of all V elements need, up to
+/// kStagedMaxThreads entries and what the budget leaves, but at least one entry per thread.
+inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int tensors, int V, Index exchanged,
+                                  int parameter_arrays, std::size_t budget) {
+  constexpr std::size_t pair = sizeof(GradientSums);
+  static_assert(sizeof(GradientSums) == 2 * sizeof(float), "the exchange, scratch and totals hold pairs of floats");
+  const Index channels = c.columns * V;
+  StagedLayout l;
+  const std::size_t staging = static_cast<std::size_t>(c.span * c.columns) * 16 * static_cast<std::size_t>(tensors);
+  const std::size_t exchange = static_cast<std::size_t>(c.cluster * exchanged) * pair;
+  const std::size_t totals = static_cast<std::size_t>(channels) * pair;
+  const std::size_t parameters = static_cast<std::size_t>(channels) * sizeof(float) * static_cast<std::size_t>(parameter_arrays);
+  const std::size_t fixed = staging + exchange + totals + parameters;
+  const std::size_t least = static_cast<std::size_t>(threads) * pair;
+  if (fixed + least > budget || fixed + least > 0xffffffffu) return l;
+  // One pass needs V entries per warp and column (warps · min(columns, warp width) ≤ threads; the
+  // widest warp this build targets: a narrower one takes more passes).
+  const Index width = kStagedWarpGranule, holders = c.columns < width ? c.columns : width;
+  Index entries = V * (threads / width) * holders;
+  if (entries > kStagedMaxThreads) entries = kStagedMaxThreads;
+  const Index room = static_cast<Index>((budget - fixed) / pair);
+  if (entries > room) entries = room;
+  if (entries < threads) entries = threads;
+  l.slots = static_cast<int>(ceil_div(c.span, c.rows_per_step));
+  l.tensor_vectors = static_cast<int>(c.span * c.columns);  // fits: the block's bytes do
+  l.scratch_entries = static_cast<int>(entries);
+  l.exchange_at = static_cast<unsigned>(staging);
+  l.scratch_at = static_cast<unsigned>(staging + exchange);
+  l.totals_at = static_cast<unsigned>(l.scratch_at + static_cast<std::size_t>(entries) * pair);
+  l.parameters_at = static_cast<unsigned>(l.totals_at + totals);
+  l.bytes = static_cast<unsigned>(l.parameters_at + parameters);
+  return l;
 }
 
 /// Rows per step (threads = rows per step × columns, whole warps, at most `most`) that cover
@@ -132,17 +195,18 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   m.positions = x.spatial_size();
   m.band_groups = band;
   plan.units = x.n() * (groups / band);
-  // A channel's partial sums, two floats: Σ(x − shift), Σ(x − shift)² (forward: a group's count is
-  // its size); Σdz, Σdz·(x − μ) (backward).
-  const std::size_t exchanged_bytes = sizeof(GradientSums);
-  const std::size_t device_budget = staged_budget();
+  // The forward's cluster exchanges a group's Σ(x − shift), Σ(x − shift)² (its count is its size)
+  // and keeps γ and β per channel; the backward's exchanges a channel's Σdz, Σdz·(x − μ) and keeps γ.
+  const Index exchanged = forward ? Index{band} : band * group_channels;
+  const int parameter_arrays = forward ? 2 : 1;
+  const std::size_t device_budget = staged_budget(), pair_budget = staged_pair_budget();
   const auto opt_in = [&] { return staged_opt_in(kernel, device_budget); };
   const int most_blocks = cluster_launch_supported() ? kLargestClusterBlocks : 1;
   const StagedBudget* tiers = forward ? kStagedForwardBudgets : kStagedBackwardBudgets;
   const std::size_t tier_count = forward ? std::size(kStagedForwardBudgets) : std::size(kStagedBackwardBudgets);
   for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
     const StagedBudget& tier = tiers[t];
-    const std::size_t budget = tier.bytes < device_budget ? tier.bytes : device_budget;
+    const std::size_t budget = tier.pair && pair_budget < device_budget ? pair_budget : device_budget;
     Index best_units = 0, best_blocks = 0;
     for (int cluster = 1; cluster <= most_blocks; ++cluster) {
       OneReadRows c = m;
@@ -151,13 +215,11 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       if (c.span * (cluster - 1) >= c.positions) break;  // a block with nothing to do
       c.rows_per_step = staged_rows_per_step(c.columns, c.span, tier.most_threads);
       if (c.rows_per_step == 0) break;
-      const Index slots = ceil_div(c.span, c.rows_per_step), threads = c.rows_per_step * c.columns;
-      // The staging, then the cluster's exchange of per-channel partials (send_column_totals).
-      const std::size_t bytes = static_cast<std::size_t>(slots * threads) * 16 * static_cast<std::size_t>(tensors) +
-                                static_cast<std::size_t>(cluster * c.columns * V) * exchanged_bytes;
-      if (bytes > budget) continue;
+      const Index threads = c.rows_per_step * c.columns;
+      const StagedLayout layout = staged_layout(c, threads, tensors, V, exchanged, parameter_arrays, budget);
+      if (layout.bytes == 0) continue;
       const Index resident = remembered_resident_clusters(kernel, static_cast<unsigned>(threads),
-                                                          static_cast<unsigned>(cluster), bytes, opt_in);
+                                                          static_cast<unsigned>(cluster), layout.bytes, opt_in);
       const Index units_at_once = resident < plan.units ? resident : plan.units;
       const Index blocks_at_once = units_at_once * cluster;
       // More units at once; on a tie, where units wait for a turn, more blocks at once (clusters of
@@ -167,9 +229,8 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
         best_blocks = blocks_at_once;
         plan.usable = true;
         plan.rows = c;
-        plan.slots = static_cast<int>(slots);
+        plan.layout = layout;
         plan.threads = static_cast<unsigned>(threads);
-        plan.shared_bytes = bytes;
       }
       if (units_at_once == plan.units) break;  // every unit at once: larger clusters only spread them
     }
@@ -199,7 +260,7 @@ Status launch_staged(void (*kernel)(Params...), const StagedPlan& plan, hipStrea
   hipError_t e = staged_opt_in(kernel, staged_budget());
   if (e == hipSuccess)
     e = launch_clustered_with_shared(kernel, static_cast<unsigned>(plan.blocks()), plan.threads,
-                                     static_cast<unsigned>(plan.cluster()), plan.shared_bytes, stream,
+                                     static_cast<unsigned>(plan.cluster()), plan.shared_bytes(), stream,
                                      std::forward<Args>(args)...);
   return status_from_hip(e, "launch of a staged GroupNorm kernel", __FILE__, __LINE__);
 }
