@@ -96,17 +96,24 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void column_totals(Value value, const OneReadRows&
   block_sync();
 }
 
-/// out[group] = Σ values[group · width … (group + 1) · width − 1] for each group of the band, in
-/// index order (a warp per group). No barrier: the caller orders the reads of `out`.
-template <typename Value>
-HIPGRAD_DEVICE HIPGRAD_INLINE void group_totals(const Value* values, Index width, int groups, Value* out) {
+/// deliver(group, Σ values[group · width … (group + 1) · width − 1]) for each group of the band,
+/// from lane 0 of the warp that adds it (a warp per group, a fixed butterfly).
+template <typename Value, typename Deliver>
+HIPGRAD_DEVICE HIPGRAD_INLINE void deliver_group_totals(const Value* values, Index width, int groups, Deliver&& deliver) {
   const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
   for (int group = warp; group < groups; group += warps) {
     Value acc{};
     for (Index i = lane_id(); i < width; i += warp_size()) acc = acc + values[group * width + i];
     acc = warp_butterfly_sum(acc);
-    if (lane_id() == 0) out[group] = acc;
+    if (lane_id() == 0) deliver(group, acc);
   }
+}
+
+/// out[group] = the group's total (deliver_group_totals). No barrier: the caller orders the reads
+/// of `out`.
+template <typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE void group_totals(const Value* values, Index width, int groups, Value* out) {
+  deliver_group_totals(values, width, groups, [&](int group, const Value& total) { out[group] = total; });
 }
 
 /// The total over the unit (the block and its cluster) of every thread's `value`, for the

@@ -359,13 +359,9 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   block_column_totals<V>(own, m, scratch, layout.scratch_entries, [&](int c, const Sums& total) { channel_totals[c] = total; });
   block_sync();
   if (m.cluster > 1) cluster_wait();  // every peer has started
-  const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
-  for (int k = warp; k < m.band_groups; k += warps) {
-    Sums acc{};
-    for (Index i = lane_id(); i < g.group_channels; i += warp_size()) acc = acc + channel_totals[k * g.group_channels + i];
-    acc = warp_butterfly_sum(acc);
-    if (lane_id() == 0) send_to_cluster(exchange, u.rank * m.band_groups + k, acc, m.cluster);
-  }
+  deliver_group_totals(channel_totals, g.group_channels, m.band_groups, [&](int k, const Sums& total) {
+    send_to_cluster(exchange, u.rank * m.band_groups + k, total, m.cluster);
+  });
   if (m.cluster > 1) {
     cluster_sync();
   } else {
@@ -426,9 +422,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   static_assert(kOneReadMaxBandGroups * sizeof(GradientSums) <= kStagedStaticBytes, "static arrays");
   // The cluster exchanges per-channel partials ([cluster][band channels]): rank 0 keeps the
   // unit's channel totals for dγ/dβ.
-  // The regions' addresses are formed where used (the offsets are kernel parameters): held from the
-  // start, they took registers that the 16-bit backward with Swish paid for in spills.
-  const auto band_gamma = [&] { return staged_region<float>(staged, layout.parameters_at); };
+  float* const band_gamma = staged_region<float>(staged, layout.parameters_at);
   if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
   const StagedLane lane = StagedLane::of(m, u.rank, layout.slots);
@@ -447,7 +441,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   }
   if (threadIdx.x < m.columns) {  // the block's first row: γ of the band, for the group sums
     HIPGRAD_UNROLL
-    for (int e = 0; e < V; ++e) band_gamma()[lane.column * V + e] = state[e].gamma;
+    for (int e = 0; e < V; ++e) band_gamma[lane.column * V + e] = state[e].gamma;
   }
   GradientSums sums[V];
   HIPGRAD_UNROLL
@@ -462,7 +456,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   cluster_channel_totals<V>(sums, m, u.rank, staged_region<GradientSums>(staged, layout.scratch_at), layout.scratch_entries,
                             staged_region<GradientSums>(staged, layout.exchange_at), [&](Index c, const GradientSums& total) {
                               if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
-                              const float gamma_c = band_gamma()[c];
+                              const float gamma_c = band_gamma[c];
                               weighted[c] = GradientSums{{gamma_c * total[0], gamma_c * total[1]}};
                             });
 
