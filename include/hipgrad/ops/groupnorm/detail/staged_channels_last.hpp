@@ -19,7 +19,7 @@
 /// staged[k·span·columns + j·threads + t] (row j·rows_per_step + t / columns of the block, so no
 /// vector is kept for padding rows past the span), so a thread only ever reads what it copied
 /// itself and waits for its own copies, in kStagedChunks groups, summing a chunk as soon as it
-/// landed.
+/// landed (all groups in flight at once, but two at a time in the 16-bit backward with Swish).
 ///
 /// All of a block's shared arrays but a few per-group ones live in its dynamic shared memory,
 /// sized to the plan (StagedLayout): a block whose static arrays were sized for the largest band
@@ -54,7 +54,7 @@ inline constexpr int kStagedChunks = 4;
 /// multiprocessor of 64 K registers: two blocks per multiprocessor, one loading while the other
 /// sums or writes, ran faster than one block with twice the staging or with more threads
 /// (docs/perf-notes.md, step 14). sm_90a, ptxas: the forwards spill nothing (52–76 bytes at 64
-/// registers), the 16-bit backward with Swish 32 bytes, the other backwards nothing.
+/// registers), the 16-bit backward with Swish 56 bytes, the other backwards nothing.
 inline constexpr int kStagedForwardRegisters = 80, kStagedForwardPairThreads = 384;
 inline constexpr int kStagedBackwardRegisters = 96, kStagedBackwardPairThreads = 320;
 static_assert(2 * kStagedForwardPairThreads * kStagedForwardRegisters <= 65536, "two blocks fit the register file");
@@ -124,23 +124,37 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* tensor_staging,
   return *reinterpret_cast<Vector<T, V>*>(&tensor_staging[slot * static_cast<int>(blockDim.x) + threadIdx.x]);
 }
 
-/// Issues the copies of the thread's valid slots of each tensor (bases[k] at row 0 of the
-/// thread's column; rows `pitch` elements apart; tensor k staged `tensor_vectors`·k vectors in),
-/// one commit group per chunk.
+/// A thread's copies of its valid slots of each tensor (bases[k] at row 0 of the thread's column;
+/// rows `pitch` elements apart; tensor k staged `tensor_vectors`·k vectors in), issued a chunk at
+/// a time, one commit group per chunk.
 template <int kTensors, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch,
-                                              int tensor_vectors) {
+struct StagedCopies {
   // Running pointers: a slot costs adds, not a 64-bit row product, whose registers made the
   // 16-bit backward with Swish spill 104–112 bytes at its 96 (docs/perf-notes.md, step 16).
-  const int threads = static_cast<int>(blockDim.x);
-  const Index row_step = l.step * pitch;
   const T* source[kTensors];
-  HIPGRAD_UNROLL
-  for (int t = 0; t < kTensors; ++t) source[t] = bases[t] + l.first * pitch;
-  uint4* target = staged + threadIdx.x;
-  int j = 0;
-  HIPGRAD_UNROLL
-  for (int k = 0; k < kStagedChunks; ++k) {
+  uint4* target;
+  Index row_step;
+  int tensor_vectors;
+  int next_slot;
+
+  HIPGRAD_DEVICE static StagedCopies of(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch,
+                                        int tensor_vectors) {
+    StagedCopies c;
+    HIPGRAD_UNROLL
+    for (int t = 0; t < kTensors; ++t) c.source[t] = bases[t] + l.first * pitch;
+    c.target = staged + threadIdx.x;
+    c.row_step = l.step * pitch;
+    c.tensor_vectors = tensor_vectors;
+    c.next_slot = 0;
+    return c;
+  }
+
+  /// Issues chunk k (the chunks in order, each once).
+  HIPGRAD_DEVICE void issue(const StagedLane& l, int k) {
+    const int threads = static_cast<int>(blockDim.x);
+    // A local slot counter: counting in the member, nvcc no longer unrolled the loop (16 copies
+    // in the PTX instead of 64) and the backwards ran 1–2% slower (docs/perf-notes.md, step 29).
+    int j = next_slot;
     for (const int end = l.chunk_end(k); j < end; ++j) {
       HIPGRAD_UNROLL
       for (int t = 0; t < kTensors; ++t) {
@@ -149,14 +163,24 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void stage_rows(uint4* staged, const StagedLane& l
       }
       target += threads;
     }
+    next_slot = j;
     gemm::commit_copies();
   }
+};
+
+/// Issues the first kInFlight chunks of a thread's copies (every chunk: kInFlight = kStagedChunks).
+template <int kInFlight, int kTensors, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE void start_copies(StagedCopies<kTensors, T>& copies, const StagedLane& l) {
+  static_assert(kInFlight >= 1 && kInFlight <= kStagedChunks, "chunks in flight");
+  HIPGRAD_UNROLL
+  for (int k = 0; k < kInFlight; ++k) copies.issue(l, k);
 }
 
-/// Waits until chunk k of this thread's copies has landed (k a constant after unrolling).
-HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_chunk(int k) {
-  static_assert(kStagedChunks == 4, "one case per chunk");
-  switch (kStagedChunks - 1 - k) {
+/// Waits until chunk k of this thread's copies has landed, `pending` later chunks still in flight
+/// (both constants after unrolling).
+HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_chunk(int pending) {
+  static_assert(kStagedChunks == 4, "one case per number of chunks pending");
+  switch (pending) {
     case 3: gemm::wait_copies<3>(); break;
     case 2: gemm::wait_copies<2>(); break;
     case 1: gemm::wait_copies<1>(); break;
@@ -164,12 +188,17 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_chunk(int k) {
   }
 }
 
-/// visit(slot) for each valid slot, chunk by chunk as the chunk lands.
-template <typename Visit>
-HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(const StagedLane& l, Visit&& visit) {
+/// visit(slot) for each valid slot, chunk by chunk as the chunk lands; with kInFlight chunks
+/// started (start_copies), each landed chunk starts the next one, so that at most kInFlight are in
+/// flight. Fewer in flight made the 16-bit backward with Swish 3–7% faster, the others no faster
+/// or slower (docs/perf-notes.md, step 29).
+template <int kInFlight, int kTensors, typename T, typename Visit>
+HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(StagedCopies<kTensors, T>& copies, const StagedLane& l, Visit&& visit) {
   HIPGRAD_UNROLL
   for (int k = 0; k < kStagedChunks; ++k) {
-    wait_for_chunk(k);
+    const int left = kStagedChunks - k;  // this chunk and the ones after it
+    wait_for_chunk((left < kInFlight ? left : kInFlight) - 1);
+    if (k + kInFlight < kStagedChunks) copies.issue(l, k + kInFlight);
     for (int j = l.chunk_begin(k); j < l.chunk_end(k); ++j) visit(j);
   }
 }
@@ -335,7 +364,8 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     own_gamma[e] = first_row ? type_convert<float>(gamma[u.c0 + lane.column * V + e]) : 0.0f;
     own_beta[e] = first_row ? type_convert<float>(beta[u.c0 + lane.column * V + e]) : 0.0f;
   }
-  stage_rows(staged, lane, bases, g.c, layout.tensor_vectors);
+  StagedCopies<1, T> copies = StagedCopies<1, T>::of(staged, lane, bases, g.c, layout.tensor_vectors);
+  start_copies<kStagedChunks>(copies, lane);
   if (first_row) {
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) {
@@ -345,7 +375,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       band_beta[c] = own_beta[e];
     }
   }
-  visit_staged(lane, [&](int j) {
+  visit_staged<kStagedChunks>(copies, lane, [&](int j) {
     const Vector<T, V> v = staged_vector<V, T>(staged, j);
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) sums[e].add_uncounted(type_convert<float>(v[e]));
@@ -386,7 +416,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     const float scale = band_gamma[c] * st.rstd;
     affine[e] = Affine{scale, band_beta[c] - st.mean * scale};
   }
-  // A running pointer, as in stage_rows: a slot costs an add, not a 64-bit row product.
+  // A running pointer, as in StagedCopies: a slot costs an add, not a 64-bit row product.
   T* target = y + u.n * ys.n + u.c0 + lane.column * V + lane.first * g.c;
   const Index row_step = lane.step * g.c;
   int j = 0;
@@ -427,7 +457,11 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
   const StagedLane lane = StagedLane::of(m, u.rank, layout.slots);
   const T* const bases[2] = {x + u.n * xs.n + u.c0 + lane.column * V, dy + u.n * dys.n + u.c0 + lane.column * V};
-  stage_rows(staged, lane, bases, g.c, layout.tensor_vectors);
+  // Two chunks in flight for the 16-bit backward with Swish, every chunk at once for the others
+  // (docs/perf-notes.md, step 29).
+  constexpr int kInFlight = kActivation == Activation::kSwish && sizeof(T) == 2 ? 2 : kStagedChunks;
+  StagedCopies<2, T> copies = StagedCopies<2, T>::of(staged, lane, bases, g.c, layout.tensor_vectors);
+  start_copies<kInFlight>(copies, lane);
 
   int group[V];
   band_groups_of(lane, g.group_channels, group);
@@ -446,7 +480,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   GradientSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e] = GradientSums{{0.0f, 0.0f}};
-  visit_staged(lane, [&](int j) {
+  visit_staged<kInFlight>(copies, lane, [&](int j) {
     const Vector<T, V> xv = staged_vector<V, T>(staged, j), dv = staged_vector<V, T>(staged + layout.tensor_vectors, j);
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e)
