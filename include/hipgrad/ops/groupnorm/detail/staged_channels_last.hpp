@@ -126,9 +126,12 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V>& staged_vector(uint4* tensor_staging,
 
 /// A thread's copies of its valid slots of each tensor (bases[k] at row 0 of the thread's column;
 /// rows `pitch` elements apart; tensor k staged `tensor_vectors`·k vectors in), issued a chunk at
-/// a time, one commit group per chunk.
-template <int kTensors, typename T>
+/// a time, one commit group per chunk, at most kInFlight chunks in flight (start, then
+/// visit_staged).
+template <int kTensors, typename T, int kInFlight = kStagedChunks>
 struct StagedCopies {
+  static_assert(kInFlight >= 1 && kInFlight <= kStagedChunks, "chunks in flight");
+
   // Running pointers: a slot costs adds, not a 64-bit row product, whose registers made the
   // 16-bit backward with Swish spill 104–112 bytes at its 96 (docs/perf-notes.md, step 16).
   const T* source[kTensors];
@@ -166,15 +169,13 @@ struct StagedCopies {
     next_slot = j;
     gemm::commit_copies();
   }
-};
 
-/// Issues the first kInFlight chunks of a thread's copies (every chunk: kInFlight = kStagedChunks).
-template <int kInFlight, int kTensors, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void start_copies(StagedCopies<kTensors, T>& copies, const StagedLane& l) {
-  static_assert(kInFlight >= 1 && kInFlight <= kStagedChunks, "chunks in flight");
-  HIPGRAD_UNROLL
-  for (int k = 0; k < kInFlight; ++k) copies.issue(l, k);
-}
+  /// Issues the first kInFlight chunks.
+  HIPGRAD_DEVICE void start(const StagedLane& l) {
+    HIPGRAD_UNROLL
+    for (int k = 0; k < kInFlight; ++k) issue(l, k);
+  }
+};
 
 /// Waits until chunk k of this thread's copies has landed, `pending` later chunks still in flight
 /// (both constants after unrolling).
@@ -188,12 +189,13 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_chunk(int pending) {
   }
 }
 
-/// visit(slot) for each valid slot, chunk by chunk as the chunk lands; with kInFlight chunks
-/// started (start_copies), each landed chunk starts the next one, so that at most kInFlight are in
-/// flight. Fewer in flight made the 16-bit backward with Swish 3–7% faster, the others no faster
+/// visit(slot) for each valid slot, chunk by chunk as the chunk lands; with the first kInFlight
+/// chunks started (StagedCopies::start), each landed chunk starts the next one, so that at most
+/// kInFlight are in flight. Fewer in flight made the 16-bit backward with Swish 3–7% faster, the others no faster
 /// or slower (docs/perf-notes.md, step 29).
-template <int kInFlight, int kTensors, typename T, typename Visit>
-HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(StagedCopies<kTensors, T>& copies, const StagedLane& l, Visit&& visit) {
+template <int kTensors, typename T, int kInFlight, typename Visit>
+HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(StagedCopies<kTensors, T, kInFlight>& copies, const StagedLane& l,
+                                                Visit&& visit) {
   HIPGRAD_UNROLL
   for (int k = 0; k < kStagedChunks; ++k) {
     const int left = kStagedChunks - k;  // this chunk and the ones after it
@@ -365,7 +367,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     own_beta[e] = first_row ? type_convert<float>(beta[u.c0 + lane.column * V + e]) : 0.0f;
   }
   StagedCopies<1, T> copies = StagedCopies<1, T>::of(staged, lane, bases, g.c, layout.tensor_vectors);
-  start_copies<kStagedChunks>(copies, lane);
+  copies.start(lane);
   if (first_row) {
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) {
@@ -375,7 +377,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       band_beta[c] = own_beta[e];
     }
   }
-  visit_staged<kStagedChunks>(copies, lane, [&](int j) {
+  visit_staged(copies, lane, [&](int j) {
     const Vector<T, V> v = staged_vector<V, T>(staged, j);
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) sums[e].add_uncounted(type_convert<float>(v[e]));
@@ -460,8 +462,8 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   // Two chunks in flight for the 16-bit backward with Swish, every chunk at once for the others
   // (docs/perf-notes.md, step 29).
   constexpr int kInFlight = kActivation == Activation::kSwish && sizeof(T) == 2 ? 2 : kStagedChunks;
-  StagedCopies<2, T> copies = StagedCopies<2, T>::of(staged, lane, bases, g.c, layout.tensor_vectors);
-  start_copies<kInFlight>(copies, lane);
+  auto copies = StagedCopies<2, T, kInFlight>::of(staged, lane, bases, g.c, layout.tensor_vectors);
+  copies.start(lane);
 
   int group[V];
   band_groups_of(lane, g.group_channels, group);
@@ -480,7 +482,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   GradientSums sums[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) sums[e] = GradientSums{{0.0f, 0.0f}};
-  visit_staged<kInFlight>(copies, lane, [&](int j) {
+  visit_staged(copies, lane, [&](int j) {
     const Vector<T, V> xv = staged_vector<V, T>(staged, j), dv = staged_vector<V, T>(staged + layout.tensor_vectors, j);
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e)
