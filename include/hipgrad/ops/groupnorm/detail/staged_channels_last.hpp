@@ -138,7 +138,6 @@ struct StagedCopies {
   uint4* target;
   Index row_step;
   int tensor_vectors;
-  int next_slot;
 
   HIPGRAD_DEVICE static StagedCopies of(uint4* staged, const StagedLane& l, const T* const (&bases)[kTensors], Index pitch,
                                         int tensor_vectors) {
@@ -148,17 +147,16 @@ struct StagedCopies {
     c.target = staged + threadIdx.x;
     c.row_step = l.step * pitch;
     c.tensor_vectors = tensor_vectors;
-    c.next_slot = 0;
     return c;
   }
 
   /// Issues chunk k (the chunks in order, each once).
   HIPGRAD_DEVICE void issue(const StagedLane& l, int k) {
     const int threads = static_cast<int>(blockDim.x);
-    // A local slot counter: counting in the member, nvcc no longer unrolled the loop (16 copies
-    // in the PTX instead of 64) and the backwards ran 1–2% slower (docs/perf-notes.md, step 29).
-    int j = next_slot;
-    for (const int end = l.chunk_end(k); j < end; ++j) {
+    // The slots from the chunk's bounds, not a counter kept in the copier: counting in a member,
+    // nvcc no longer unrolled the loop (16 copies in the PTX instead of 64) and the backwards ran
+    // 1–2% slower (docs/perf-notes.md, step 29).
+    for (int j = l.chunk_begin(k), end = l.chunk_end(k); j < end; ++j) {
       HIPGRAD_UNROLL
       for (int t = 0; t < kTensors; ++t) {
         gemm::copy_chunk(target + t * tensor_vectors, source[t], 16);
@@ -166,7 +164,6 @@ struct StagedCopies {
       }
       target += threads;
     }
-    next_slot = j;
     gemm::commit_copies();
   }
 
@@ -191,8 +188,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_chunk(int pending) {
 
 /// visit(slot) for each valid slot, chunk by chunk as the chunk lands; with the first kInFlight
 /// chunks started (StagedCopies::start), each landed chunk starts the next one, so that at most
-/// kInFlight are in flight. Fewer in flight made the 16-bit backward with Swish 3–7% faster, the others no faster
-/// or slower (docs/perf-notes.md, step 29).
+/// kInFlight are in flight. Two in flight made the 16-bit backward with Swish 3–7% faster and
+/// the other staged kernels no faster (docs/perf-notes.md, step 29).
 template <int kTensors, typename T, int kInFlight, typename Visit>
 HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(StagedCopies<kTensors, T, kInFlight>& copies, const StagedLane& l,
                                                 Visit&& visit) {
