@@ -96,6 +96,8 @@ std::vector<Case> cases() {
       {{1, 8, 131, 257}, 2},      // prime spatial: channels-last rows split unevenly over a cluster
       {{1, 32, 61, 67}, 2},       // the same for the staged kernels (a band that fits 8 blocks)
       {{1, 32, 128, 128}, 2},     // a staged backward unit too large for 8 blocks: a cluster of 16
+      {{2, 56, 9, 11}, 8},        // 7 channels per group: 16-bit vectors straddle two groups
+      {{2, 12, 5, 7}, 4},         // 3 channels per group: fp32 vectors straddle two groups
   };
 }
 

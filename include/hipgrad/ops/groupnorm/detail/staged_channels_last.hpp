@@ -28,8 +28,9 @@
 /// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order);
 /// the backward then per channel over the cluster (each block sends its totals to every peer;
 /// ranks added in order) and per group over its channels (a warp per group, a fixed butterfly),
-/// the forward per group over the block's channel totals, then over the cluster: the bits depend
-/// on the sizes only. The forward sums values around a shift per
+/// the forward per group over the block's channel totals (or, where each vector holds channels of
+/// at most two groups, over each thread's two group partials, added per column like channels),
+/// then over the cluster: the bits depend on the sizes only. The forward sums values around a shift per
 /// group (the group's first value of the unit: the same for every block of the cluster), so that
 /// channels and blocks combine by addition.
 #pragma once
@@ -202,19 +203,54 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void visit_staged(StagedCopies<kTensors, T, kInFli
   }
 }
 
-/// The block's total per channel of the band of every thread's V per-element `sums` (channel
-/// column·V + e): deliver(channel, total) for each, once, from some thread of the block. Lanes of
-/// a warp that share a column (lanes `columns` apart) are added by shuffles first, then the warps'
-/// partials in warp order through `scratch` (`scratch_entries` ≥ threads), as many elements per
-/// barrier as it holds: one or two barriers for narrow bands, where a barrier per element made
-/// the sums a fifth of the kernel's time (docs/perf-notes.md, step 15). The caller's next barrier
-/// orders what `deliver` stores.
-template <int V, typename Value, typename Deliver>
-HIPGRAD_DEVICE HIPGRAD_INLINE void block_column_totals(Value (&sums)[V], const OneReadRows& m, Value* scratch,
-                                                       int scratch_entries, Deliver&& deliver) {
+/// How a staged block's warps hold their per-column partials after column_shuffles: lanes
+/// [0, holders) of each warp, lane l those of thread warp·width + l.
+struct ColumnHolders {
+  int warps, holders, columns;
+
+  HIPGRAD_DEVICE static ColumnHolders of(const OneReadRows& m) {
+    const int columns = static_cast<int>(m.columns), width = warp_size();
+    return ColumnHolders{static_cast<int>(blockDim.x) / width, columns < width ? columns : width, columns};
+  }
+  /// Scratch entries one element of every holder takes.
+  HIPGRAD_DEVICE int entries() const { return warps * holders; }
+
+  /// The block's total of `column` from `pass` (one element's entries, warps in order).
+  template <typename Value>
+  HIPGRAD_DEVICE Value column_total(const Value* pass, int column) const {
+    constexpr int width = warp_size();
+    Value total{};
+    if (columns < width) {
+      // Warp w's lanes start at column `first` = w·width mod columns: its lane for `column`.
+      const int advance = width % columns;
+      for (int w = 0, first = 0; w < warps; ++w) {
+        total = total + pass[w * holders + (column >= first ? column - first : column + columns - first)];
+        first += advance;
+        if (first >= columns) first -= columns;
+      }
+    } else {
+      for (int t = column; t < warps * width; t += columns) total = total + pass[t];
+    }
+    return total;
+  }
+  /// Stores elements [e0, e0 + count) of the holders' `sums` into `scratch` ([element][warp][holder]).
+  template <int V, typename Value>
+  HIPGRAD_DEVICE void store(const Value (&sums)[V], int e0, int count, Value* scratch) const {
+    const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / warp_size();
+    if (lane < holders) {
+      HIPGRAD_UNROLL
+      for (int e = 0; e < V; ++e)
+        if (e >= e0 && e < e0 + count) scratch[((e - e0) * warps + warp) * holders + lane] = sums[e];
+    }
+  }
+};
+
+/// Adds every thread's V per-element `sums` across the lanes of its warp that share its column
+/// (lanes `columns` apart), by shuffles: the warp's partials end in its holders (ColumnHolders).
+template <int V, typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE void column_shuffles(Value (&sums)[V], const OneReadRows& m) {
   constexpr int width = warp_size();
-  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x) / width;
-  const int warps = static_cast<int>(blockDim.x) / width, columns = static_cast<int>(m.columns);
+  const int columns = static_cast<int>(m.columns);
   // Rounds d = columns, 2·columns, … < width, uniform across the warp (the lanes' slot loops
   // diverged just before); a lane past the warp's end adds zeros.
   warp_converge();
@@ -225,35 +261,30 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void block_column_totals(Value (&sums)[V], const O
     HIPGRAD_UNROLL
     for (int e = 0; e < V; ++e) sums[e] = sums[e] + shfl_down_or_zero(sums[e], d);
   }
-  // Lanes [0, holders) of each warp now hold its partials: lane l those of thread warp·width + l.
-  const int holders = columns < width ? columns : width;
-  const int per_pass_most = scratch_entries / (warps * holders);  // ≥ 1: warps · holders ≤ threads
+}
+
+/// The block's total per channel of the band of every thread's V per-element `sums` (channel
+/// column·V + e): deliver(channel, total) for each, once, from some thread of the block. Lanes of
+/// a warp that share a column are added by shuffles first, then the warps' partials in warp order
+/// through `scratch` (`scratch_entries` ≥ threads), as many elements per barrier as it holds: one
+/// or two barriers for narrow bands, where a barrier per element made the sums a fifth of the
+/// kernel's time (docs/perf-notes.md, step 15). The caller's next barrier orders what `deliver`
+/// stores.
+template <int V, typename Value, typename Deliver>
+HIPGRAD_DEVICE HIPGRAD_INLINE void block_column_totals(Value (&sums)[V], const OneReadRows& m, Value* scratch,
+                                                       int scratch_entries, Deliver&& deliver) {
+  column_shuffles<V>(sums, m);
+  const ColumnHolders h = ColumnHolders::of(m);
+  const int per_pass_most = scratch_entries / h.entries();  // ≥ 1: warps · holders ≤ threads
   const int per_pass = per_pass_most < 1 ? 1 : (per_pass_most > V ? V : per_pass_most);
   for (int e0 = 0; e0 < V; e0 += per_pass) {
     const int count = V - e0 < per_pass ? V - e0 : per_pass;
     if (e0 > 0) block_sync();  // the previous pass has read `scratch`
-    if (lane < holders) {
-      HIPGRAD_UNROLL
-      for (int e = 0; e < V; ++e)
-        if (e >= e0 && e < e0 + count) scratch[((e - e0) * warps + warp) * holders + lane] = sums[e];
-    }
+    h.store<V>(sums, e0, count, scratch);
     block_sync();
-    for (int item = static_cast<int>(threadIdx.x); item < count * columns; item += static_cast<int>(blockDim.x)) {
-      const int k = item / columns, column = item % columns;
-      const Value* pass = scratch + k * warps * holders;
-      Value total{};
-      if (columns < width) {
-        // Warp w's lanes start at column `first` = w·width mod columns: its lane for `column`.
-        const int advance = width % columns;
-        for (int w = 0, first = 0; w < warps; ++w) {
-          total = total + pass[w * holders + (column >= first ? column - first : column + columns - first)];
-          first += advance;
-          if (first >= columns) first -= columns;
-        }
-      } else {
-        for (int t = column; t < warps * width; t += columns) total = total + pass[t];
-      }
-      deliver(column * V + e0 + k, total);
+    for (int item = static_cast<int>(threadIdx.x); item < count * h.columns; item += static_cast<int>(blockDim.x)) {
+      const int k = item / h.columns, column = item % h.columns;
+      deliver(column * V + e0 + k, h.column_total(scratch + k * h.entries(), column));
     }
   }
 }
@@ -300,6 +331,12 @@ template <int V>
 HIPGRAD_DEVICE HIPGRAD_INLINE void band_groups_of(const StagedLane& l, Index group_channels, int (&group)[V]) {
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) group[e] = static_cast<int>((l.column * V + e) / group_channels);
+}
+
+/// Whether every V-channel vector (at a multiple of V) holds channels of at most two groups of
+/// `group_channels` channels.
+HIPGRAD_HOST_DEVICE constexpr bool vector_in_two_groups(Index group_channels, int V) {
+  return group_channels + 1 >= V || 2 * group_channels == V;
 }
 
 /// Where a cluster's unit lies: sample n, first channel c0, its first group's index into [N, G],
@@ -382,15 +419,46 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   Sums own[V];
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) own[e] = Sums{{sums[e].sums[0], sums[e].sums[1]}};
-  // The block's channel totals, then its group totals (a warp per group adds the group's channels
-  // in a fixed butterfly), sent to slot `rank` of every block of the cluster; after the cluster
+  // The block's group totals, sent to slot `rank` of every block of the cluster; after the cluster
   // barrier each block adds the ranks' partials of every group in rank order.
-  block_column_totals<V>(own, m, scratch, layout.scratch_entries, [&](int c, const Sums& total) { channel_totals[c] = total; });
-  block_sync();
-  if (m.cluster > 1) cluster_wait();  // every peer has started
-  deliver_group_totals(channel_totals, g.group_channels, m.band_groups, [&](int k, const Sums& total) {
+  const auto send_group_total = [&](int k, const Sums& total) {
     send_to_cluster(exchange, u.rank * m.band_groups + k, total, m.cluster);
-  });
+  };
+  const ColumnHolders holders = ColumnHolders::of(m);
+  if (vector_in_two_groups(g.group_channels, V) && 2 * holders.entries() <= layout.scratch_entries) {
+    // Each thread first adds its vector's channels per group (its first group, and the next one),
+    // so the block adds two values per column instead of V, and each group's thread adds the
+    // warps' partials of its columns straight from the scratch: one barrier, not two per pass.
+    Sums halves[2] = {Sums{{0.0f, 0.0f}}, Sums{{0.0f, 0.0f}}};
+    HIPGRAD_UNROLL
+    for (int e = 0; e < V; ++e) {
+      if (group[e] == group[0]) {
+        halves[0] = halves[0] + own[e];
+      } else {
+        halves[1] = halves[1] + own[e];
+      }
+    }
+    column_shuffles<2>(halves, m);
+    holders.store<2>(halves, 0, 2, scratch);
+    block_sync();
+    if (m.cluster > 1) cluster_wait();  // every peer has started
+    for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {
+      const int first = static_cast<int>(k * g.group_channels / V), last = static_cast<int>(((k + 1) * g.group_channels - 1) / V);
+      Sums total{{0.0f, 0.0f}};
+      for (int column = first; column <= last; ++column) {
+        const bool first_half = column * V / g.group_channels == k;  // k is the column's first group
+        total = total + holders.column_total(scratch + (first_half ? 0 : holders.entries()), column);
+      }
+      send_group_total(k, total);
+    }
+  } else {
+    // The block's channel totals, then its group totals (a warp per group adds the group's
+    // channels in a fixed butterfly).
+    block_column_totals<V>(own, m, scratch, layout.scratch_entries, [&](int c, const Sums& total) { channel_totals[c] = total; });
+    block_sync();
+    if (m.cluster > 1) cluster_wait();  // every peer has started
+    deliver_group_totals(channel_totals, g.group_channels, m.band_groups, send_group_total);
+  }
   if (m.cluster > 1) {
     cluster_sync();
   } else {

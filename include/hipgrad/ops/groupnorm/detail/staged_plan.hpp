@@ -207,7 +207,7 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
     const StagedBudget& tier = tiers[t];
     const std::size_t budget = tier.pair && pair_budget < device_budget ? pair_budget : device_budget;
-    Index best_units = 0, best_blocks = 0;
+    Index best_rounds = 0;
     for (int cluster = 1; cluster <= most_blocks; ++cluster) {
       OneReadRows c = m;
       c.cluster = cluster;
@@ -220,13 +220,15 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       if (layout.bytes == 0) continue;
       const Index resident = remembered_resident_clusters(kernel, static_cast<unsigned>(threads),
                                                           static_cast<unsigned>(cluster), layout.bytes, opt_in);
+      if (resident <= 0) continue;
       const Index units_at_once = resident < plan.units ? resident : plan.units;
-      const Index blocks_at_once = units_at_once * cluster;
-      // More units at once; on a tie, where units wait for a turn, more blocks at once (clusters of
-      // 16 over 10 for 8×512×128×128: step 17).
-      if (units_at_once > best_units || (units_at_once == best_units && blocks_at_once > best_blocks)) {
-        best_units = units_at_once;
-        best_blocks = blocks_at_once;
+      const Index rounds = ceil_div(plan.units, units_at_once);
+      // The fewest rounds of resident units; on a tie, where units wait for a turn, the larger
+      // cluster, whose blocks, with fewer rows each, live shorter: clusters of 16 over 10 for
+      // 8×512×128×128 (step 17), of 7 (32 resident) over 6 (39) for the forward of fp16
+      // 32×320×64×64, 128 units in four rounds either way (step 31).
+      if (best_rounds == 0 || rounds < best_rounds || (rounds == best_rounds && rounds > 1)) {
+        best_rounds = rounds;
         plan.usable = true;
         plan.rows = c;
         plan.layout = layout;
