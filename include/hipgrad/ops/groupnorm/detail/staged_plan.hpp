@@ -166,8 +166,8 @@ hipError_t staged_opt_in(void (*kernel)(Params...), std::size_t bytes) {
 
 /// The staged plan of an op over x (and dy: `tensors` = 2) run by `kernel`, or an unusable one:
 /// the first budget tier that holds a band, and in it the cluster size (any up to
-/// kLargestClusterBlocks) that keeps the most units in shared memory at once: the smallest that
-/// holds them all, or, of those that hold the most, the one with the most blocks. The runtime
+/// kLargestClusterBlocks) that runs the units in the fewest rounds of resident clusters: the
+/// smallest that holds them all, or, of those with the fewest rounds, the largest. The runtime
 /// counts the resident clusters: it knows the registers, the shared memory and how clusters pack
 /// into the GPU's processor clusters (8 blocks of 81 KB pack 30 to an H100, 7 of 97 KB 32:
 /// docs/perf-notes.md, step 17).
