@@ -330,13 +330,15 @@ TYPED_TEST(GroupNormTest, BackwardMatchesReference) {
           check_backward<T, TP>(c, layout, act, InitMethod::kDecimals, Outputs::kFused, algorithm);
 }
 
-// Swish's β of either sign, and 0: the forward kernels take σ(β·z) from exp(−|β·z|) for pairs of
-// values at a time (fast_swish_pair), which must follow the sign of β.
+// Swish's β of either sign, and 0: the forward kernels take σ(β·z) from exp(−|β·z|) for two or
+// four values at a time (fast_swish_pair, fast_scaled_swish), which must follow the sign of β; the
+// staged 16-bit forward scales the affine step by β where 2^-4 ≤ |β| ≤ 2^16 (-0.75, 2.5, 40) and
+// keeps it unscaled elsewhere (0, 0.03).
 TYPED_TEST(GroupNormTest, SwishOfAnyBeta) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Data;
   using TP = typename TypeParam::Param;
-  for (float swish_beta : {-0.75f, 0.0f, 2.5f})
+  for (float swish_beta : {-0.75f, 0.0f, 2.5f, 0.03f, 40.0f})
     for (const Case& c : {Case{{1, 20, 2, 3}, 4}, Case{{2, 16, 8, 8}, 16}, Case{{2, 160, 48, 64}, 16}})
       for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
         for (gn::Algorithm algorithm : algorithms_for(layout)) {

@@ -100,6 +100,65 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void fast_swish_pair(float& z0, float& z1, SwishCo
   z0 = ((z0 >= 0.0f) != c.negative_beta ? z0 : z0 * e0) * (d1 * r);
   z1 = ((z1 >= 0.0f) != c.negative_beta ? z1 : z1 * e1) * (d0 * r);
 }
+
+/// Swish from the affine step scaled by k = β·log2(e): with u = k·z, σ(β·z) = m / d where
+/// e = 2^-|u|, d = 1 + e and m = 1 (u ≥ 0) or e (u < 0), and z·σ = u·m / (k·d). The kernel folds
+/// k into each channel's scale and shift once, so that no value pays a multiply for its exponent
+/// (docs/perf-notes.md, step 32).
+struct ScaledSwish {
+  float k;       ///< β·log2(e)
+  bool applies;  ///< |β| in [2^-4, 2^16]: u keeps z's precision, k²·d0·d1·d2·d3 its range
+
+  HIPGRAD_DEVICE static ScaledSwish of(float beta) {
+    const float magnitude = fabsf(beta);
+    return {beta * kLog2E, magnitude >= 0x1p-4f && magnitude <= 0x1p16f};
+  }
+
+  /// Whether every u = k·z of a channel stays finite where z is: |z − β_c| ≤ |γ_c|·√n, since each
+  /// |x − μ|·rstd ≤ √n over a group of n values; the 2^20 covers the statistics' rounding. A
+  /// non-finite γ or β fails it (the unscaled path gives those their NaN or infinity).
+  HIPGRAD_DEVICE bool keeps_finite(float gamma, float beta, float root_count) const {
+    return (fabsf(gamma) * root_count * 0x1p20f + fabsf(beta)) * fabsf(k) < 0x1p120f;
+  }
+};
+
+/// z·σ(β·z) of R = 1, 2 or 4 values of one channel, given as u = k·z (ScaledSwish), in place.
+/// Each needs 1/(k·d); the R values share one reciprocal, and no d is formed on its own: k·d0 =
+/// k·e0 + k, k·d0·d1 = e1·(k·d0) + k·d0, and from r = 1/(k·d0·d1), 1/(k·d0) = e1·r + r, each a
+/// fused multiply-add. Each d lies in [1, 2], so that k²·d0·d1·d2·d3 keeps its range for the k
+/// that ScaledSwish::applies to. A NaN reaches the others through the shared reciprocal, so all R
+/// values must be of one channel (see fast_swish_pair).
+template <int R>
+HIPGRAD_DEVICE HIPGRAD_INLINE void fast_scaled_swish(float (&u)[R], float k) {
+  static_assert(R == 1 || R == 2 || R == 4, "one, two or four values share a reciprocal");
+  float e[R], q[R];  // q[i] = 1 / (k·d[i])
+  HIPGRAD_UNROLL
+  for (int i = 0; i < R; ++i) e[i] = fast_exp2(-fabsf(u[i]));
+  if constexpr (R == 1) {
+    q[0] = fast_reciprocal(fmaf(k, e[0], k));
+  } else {
+    float pair_product[R / 2], pair_reciprocal[R / 2];  // k·d0·d1 of each pair, and 1 / it
+    HIPGRAD_UNROLL
+    for (int p = 0; p < R / 2; ++p) {
+      const float scaled_d = fmaf(k, e[2 * p], k);
+      pair_product[p] = fmaf(e[2 * p + 1], scaled_d, scaled_d);
+    }
+    if constexpr (R == 2) {
+      pair_reciprocal[0] = fast_reciprocal(pair_product[0]);
+    } else {
+      const float r = fast_reciprocal(pair_product[0] * pair_product[1]);  // 1 / (k²·d0·d1·d2·d3)
+      pair_reciprocal[0] = r * pair_product[1];
+      pair_reciprocal[1] = r * pair_product[0];
+    }
+    HIPGRAD_UNROLL
+    for (int p = 0; p < R / 2; ++p) {
+      q[2 * p] = fmaf(pair_reciprocal[p], e[2 * p + 1], pair_reciprocal[p]);
+      q[2 * p + 1] = fmaf(pair_reciprocal[p], e[2 * p], pair_reciprocal[p]);
+    }
+  }
+  HIPGRAD_UNROLL
+  for (int i = 0; i < R; ++i) u[i] = (u[i] >= 0.0f ? u[i] : u[i] * e[i]) * q[i];
+}
 #endif
 
 }  // namespace hipgrad::groupnorm

@@ -100,6 +100,28 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void normalise_swish_pair(const Vector<T, V>& a, c
   }
 }
 
+/// Swish of R rows (R = 1, 2 or 4) of the same V channels, each channel's R values sharing one
+/// reciprocal (fast_scaled_swish), from `scaled`: each channel's affine step times k = β·log2(e).
+/// Row i is read from `rows[i·row_pitch]` and stored to `target + i·row_step`.
+template <int R, int V, typename T>
+HIPGRAD_DEVICE HIPGRAD_INLINE void store_scaled_swish_rows(const uint4* rows, int row_pitch, const Affine (&scaled)[V],
+                                                           float k, T* target, Index row_step) {
+  Vector<T, V> in[R], out[R];
+  HIPGRAD_UNROLL
+  for (int i = 0; i < R; ++i) in[i] = *reinterpret_cast<const Vector<T, V>*>(rows + i * row_pitch);
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    float u[R];
+    HIPGRAD_UNROLL
+    for (int i = 0; i < R; ++i) u[i] = scaled[e].scale * type_convert<float>(in[i][e]) + scaled[e].shift;
+    fast_scaled_swish<R>(u, k);
+    HIPGRAD_UNROLL
+    for (int i = 0; i < R; ++i) out[i][e] = type_convert<T>(u[i]);
+  }
+  HIPGRAD_UNROLL
+  for (int i = 0; i < R; ++i) store_vector<V>(target + i * row_step, out[i]);
+}
+
 // ---- moments -----------------------------------------------------------------------------------
 
 /// Planes: a block (or, for small planes, each warp of it) per (n, c, spatial tile). kPacked:

@@ -488,6 +488,34 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   const Index row_step = lane.step * g.c;
   int j = 0;
   if constexpr (kActivation == Activation::kSwish) {
+    // 16-bit types: four rows at a time, so that each channel's four values share a reciprocal,
+    // with k folded into the affine step (ScaledSwish); the last rows by two and one. fp32 keeps
+    // the pairs below: its loop waits for memory, not the special-function units (docs/perf-notes.md,
+    // step 32).
+    if constexpr (sizeof(T) == 2) {
+      const ScaledSwish swish = ScaledSwish::of(swish_beta);
+      const float root_count = sqrtf(group_count);
+      bool scaled_applies = swish.applies;
+      Affine scaled[V];
+      HIPGRAD_UNROLL
+      for (int e = 0; e < V; ++e) {
+        const int c = lane.column * V + e;
+        scaled_applies = scaled_applies && swish.keeps_finite(band_gamma[c], band_beta[c], root_count);
+        scaled[e] = Affine{affine[e].scale * swish.k, affine[e].shift * swish.k};
+      }
+      if (scaled_applies) {
+        const int pitch = static_cast<int>(blockDim.x);
+        const uint4* rows = &staged[threadIdx.x];
+        for (; j + 3 < lane.valid_slots; j += 4, rows += 4 * pitch, target += 4 * row_step)
+          store_scaled_swish_rows<4, V>(rows, pitch, scaled, swish.k, target, row_step);
+        if (j + 1 < lane.valid_slots) {
+          store_scaled_swish_rows<2, V>(rows, pitch, scaled, swish.k, target, row_step);
+          j += 2, rows += 2 * pitch, target += 2 * row_step;
+        }
+        if (j < lane.valid_slots) store_scaled_swish_rows<1, V>(rows, pitch, scaled, swish.k, target, row_step);
+        return;
+      }
+    }
     // Two rows at a time, so that each channel's two values share a reciprocal.
     for (; j + 1 < lane.valid_slots; j += 2, target += 2 * row_step) {
       const Vector<T, V>& a = staged_vector<V, T>(staged, j);
