@@ -505,7 +505,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       }
       if (scaled_applies) {
         const int pitch = static_cast<int>(blockDim.x);
-        const uint4* rows = &staged[threadIdx.x];
+        const uint4* rows = &staged[threadIdx.x];  // slot j of this thread at rows[j·pitch], as in staged_vector
         for (; j + 3 < lane.valid_slots; j += 4, rows += 4 * pitch, target += 4 * row_step)
           store_scaled_swish_rows<4, V>(rows, pitch, scaled, swish.k, target, row_step);
         if (j + 1 < lane.valid_slots) {
