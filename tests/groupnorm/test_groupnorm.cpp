@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -98,6 +100,7 @@ std::vector<Case> cases() {
       {{1, 32, 128, 128}, 2},     // a staged backward unit too large for 8 blocks: a cluster of 16
       {{2, 56, 9, 11}, 8},        // 7 channels per group: 16-bit vectors straddle two groups
       {{2, 12, 5, 7}, 4},         // 3 channels per group: fp32 vectors straddle two groups
+      {{2, 96, 17, 19}, 8},       // 12 channels per group: bands of 6 vectors a row, a prime number of rows
   };
 }
 
@@ -655,6 +658,44 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
     EXPECT_EQ(st.code(), hipgrad::StatusCode::kNotSupported) << st.to_string();
     EXPECT_NE(st.message().find("staged"), std::string::npos) << st.to_string();
   }
+}
+
+// The staged 16-bit forward + Swish writes each thread's rows four at a time, then its last one to
+// three rows by two and by one. Some thread of the shapes of cases() must end on each of those
+// tails, so that ForwardMatchesReference (every case, staged, with Swish) checks them all: worked
+// out here from the plans the op reports in its name, as StagedLane maps rows to threads.
+TYPED_TEST(GroupNormTest, StagedSwishRowTailsAreAllChecked) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  if (sizeof(T) != 2) GTEST_SKIP() << "the four-row loop is the 16-bit forward's";
+  constexpr Index kVector = 8;  // 16-byte vectors of 16-bit values
+  auto number_after = [](const std::string& name, const std::string& tag) -> Index {
+    const std::size_t at = name.find(tag, name.find("_staged_"));
+    return at == std::string::npos ? 0 : std::atol(name.c_str() + at + tag.size());
+  };
+  std::set<Index> tails;
+  int staged_cases = 0;
+  for (const Case& c : cases()) {
+    gn::ForwardProblem f = gn::ForwardProblem::packed(c.lengths, c.groups, /*channels_last=*/true);
+    f.algorithm = gn::Algorithm::kStaged;
+    f.activation = Activation::kSwish;
+    const std::string name = gn::Forward<T, TP>::name(f);
+    if (name.find("_staged_") == std::string::npos) continue;
+    ++staged_cases;
+    const Index threads = number_after(name, "_t"), cluster = number_after(name, "_k"),
+                band = number_after(name, "_band");
+    ASSERT_GT(threads * cluster * band, 0) << name;
+    const Index columns = band * (f.x.c() / c.groups) / kVector, step = threads / columns;
+    const Index positions = f.x.spatial_size(), span = (positions + cluster - 1) / cluster;
+    for (Index rank = 0; rank < cluster; ++rank) {
+      const Index rows = std::min(span, positions - rank * span);
+      for (Index first = 0; first < step; ++first)
+        if (rows > first) tails.insert((rows - first + step - 1) / step % 4);
+    }
+  }
+  EXPECT_GE(staged_cases, 3);
+  for (Index tail : {1, 2, 3}) EXPECT_EQ(tails.count(tail), 1u) << "no thread ends on " << tail << " rows";
 }
 
 }  // namespace
