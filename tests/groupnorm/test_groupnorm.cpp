@@ -605,6 +605,14 @@ TYPED_TEST(GroupNormTest, OneReadWhereItApplies) {
   EXPECT_NE(st.message().find("one-read"), std::string::npos) << st.to_string();
 }
 
+// The number after `tag` in the plan part of a staged op's name ("…_staged_t<threads>_k<blocks>
+// _band<groups>…"), 0 where the name has no staged plan.
+Index staged_plan_number(const std::string& name, const std::string& tag) {
+  const std::size_t staged = name.find("_staged_");
+  const std::size_t at = staged == std::string::npos ? staged : name.find(tag, staged);
+  return at == std::string::npos ? 0 : std::atol(name.c_str() + at + tag.size());
+}
+
 // kStaged runs the staged kernels for packed channels last (bands of groups in whole 16-byte
 // vectors, over a cluster where a band needs it), and is refused with a reason elsewhere.
 TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
@@ -620,10 +628,7 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
     return std::make_pair(Fwd::name(f), Bwd::name(b));
   };
   auto has = [](const std::string& name, const char* part) { return name.find(part) != std::string::npos; };
-  auto cluster_of = [](const std::string& name) {  // "…_k<blocks>_band…", 0 if absent
-    const std::size_t at = name.find("_k", name.find("_staged_"));
-    return at == std::string::npos ? 0 : std::atoi(name.c_str() + at + 2);
-  };
+  auto cluster_of = [](const std::string& name) { return staged_plan_number(name, "_k"); };
   // 10 channels per group: bands of groups in whole vectors.
   auto names = staged({2, 160, 48, 64}, 16, true);
   EXPECT_TRUE(has(names.first, "_staged_") && has(names.first, "_band")) << names.first;
@@ -670,10 +675,6 @@ TYPED_TEST(GroupNormTest, StagedSwishRowTailsAreAllChecked) {
   using TP = typename TypeParam::Param;
   if (sizeof(T) != 2) GTEST_SKIP() << "the four-row loop is the 16-bit forward's";
   constexpr Index kVector = 8;  // 16-byte vectors of 16-bit values
-  auto number_after = [](const std::string& name, const std::string& tag) -> Index {
-    const std::size_t at = name.find(tag, name.find("_staged_"));
-    return at == std::string::npos ? 0 : std::atol(name.c_str() + at + tag.size());
-  };
   std::set<Index> tails;
   int staged_cases = 0;
   for (const Case& c : cases()) {
@@ -683,8 +684,8 @@ TYPED_TEST(GroupNormTest, StagedSwishRowTailsAreAllChecked) {
     const std::string name = gn::Forward<T, TP>::name(f);
     if (name.find("_staged_") == std::string::npos) continue;
     ++staged_cases;
-    const Index threads = number_after(name, "_t"), cluster = number_after(name, "_k"),
-                band = number_after(name, "_band");
+    const Index threads = staged_plan_number(name, "_t"), cluster = staged_plan_number(name, "_k"),
+                band = staged_plan_number(name, "_band");
     ASSERT_GT(threads * cluster * band, 0) << name;
     const Index columns = band * (f.x.c() / c.groups) / kVector, step = threads / columns;
     const Index positions = f.x.spatial_size(), span = (positions + cluster - 1) / cluster;
