@@ -81,42 +81,26 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& 
   return out;
 }
 
-/// normalise_vector with Swish of two vectors of the same channels (two rows), each channel's two
-/// values sharing one reciprocal (fast_swish_pair): for loops bound by the special-function units
-/// (the staged forward's writes, docs/perf-notes.md, steps 21 and 23), not for those bound by the
-/// latency of their loads, whose chains the shared reciprocal lengthens.
-template <int V, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void normalise_swish_pair(const Vector<T, V>& a, const Vector<T, V>& b,
-                                                        const Affine (&affine)[V], float swish_beta, Vector<T, V>& out_a,
-                                                        Vector<T, V>& out_b) {
-  const SwishConstants swish = SwishConstants::of(swish_beta);
-  HIPGRAD_UNROLL
-  for (int i = 0; i < V; ++i) {
-    float za = affine[i].scale * type_convert<float>(a[i]) + affine[i].shift;
-    float zb = affine[i].scale * type_convert<float>(b[i]) + affine[i].shift;
-    fast_swish_pair(za, zb, swish);
-    out_a[i] = type_convert<T>(za);
-    out_b[i] = type_convert<T>(zb);
-  }
-}
-
-/// Swish of R rows (R = 1, 2 or 4) of the same V channels, each channel's R values sharing one
-/// reciprocal (fast_scaled_swish), from `scaled`: each channel's affine step times k = β·log2(e).
-/// Row i is read from `rows[i·row_pitch]` and stored to `target + i·row_step`.
-template <int R, int V, typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void store_scaled_swish_rows(const uint4* rows, int row_pitch, const Affine (&scaled)[V],
-                                                           float k, T* target, Index row_step) {
+/// normalise_vector with Swish of R rows of the same V channels (R = 1, 2 or 4), each channel's R
+/// values sharing one reciprocal: `swish(z)` rewrites a float[R] of one channel in place
+/// (fast_swish_pair, or fast_scaled_swish with `affine` scaled by k). Row i is read from
+/// `rows[i·row_pitch]` and stored to `target + i·row_step`. For loops bound by the
+/// special-function units (the staged forward's writes, docs/perf-notes.md, steps 21, 23 and 32),
+/// not for those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
+template <int R, int V, typename T, typename SwishOfChannel>
+HIPGRAD_DEVICE HIPGRAD_INLINE void store_swish_rows(const uint4* rows, int row_pitch, const Affine (&affine)[V],
+                                                    SwishOfChannel swish, T* target, Index row_step) {
   Vector<T, V> in[R], out[R];
   HIPGRAD_UNROLL
   for (int i = 0; i < R; ++i) in[i] = *reinterpret_cast<const Vector<T, V>*>(rows + i * row_pitch);
   HIPGRAD_UNROLL
   for (int e = 0; e < V; ++e) {
-    float u[R];
+    float z[R];
     HIPGRAD_UNROLL
-    for (int i = 0; i < R; ++i) u[i] = scaled[e].scale * type_convert<float>(in[i][e]) + scaled[e].shift;
-    fast_scaled_swish<R>(u, k);
+    for (int i = 0; i < R; ++i) z[i] = affine[e].scale * type_convert<float>(in[i][e]) + affine[e].shift;
+    swish(z);
     HIPGRAD_UNROLL
-    for (int i = 0; i < R; ++i) out[i][e] = type_convert<T>(u[i]);
+    for (int i = 0; i < R; ++i) out[i][e] = type_convert<T>(z[i]);
   }
   HIPGRAD_UNROLL
   for (int i = 0; i < R; ++i) store_vector<V>(target + i * row_step, out[i]);

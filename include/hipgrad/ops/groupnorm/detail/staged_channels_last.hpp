@@ -488,6 +488,8 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   const Index row_step = lane.step * g.c;
   int j = 0;
   if constexpr (kActivation == Activation::kSwish) {
+    const int pitch = static_cast<int>(blockDim.x);
+    const uint4* rows = &staged[threadIdx.x];  // slot j of this thread at rows[j·pitch], as in staged_vector
     // 16-bit types: four rows at a time, so that each channel's four values share a reciprocal,
     // with k folded into the affine step (ScaledSwish); the last rows by two and one. fp32 keeps
     // the pairs below: its loop waits for memory, not the special-function units (docs/perf-notes.md,
@@ -504,27 +506,22 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
         scaled[e] = Affine{affine[e].scale * swish.k, affine[e].shift * swish.k};
       }
       if (scaled_applies) {
-        const int pitch = static_cast<int>(blockDim.x);
-        const uint4* rows = &staged[threadIdx.x];  // slot j of this thread at rows[j·pitch], as in staged_vector
+        auto scaled_swish = [k = swish.k](auto& u) { fast_scaled_swish(u, k); };
         for (; j + 3 < lane.valid_slots; j += 4, rows += 4 * pitch, target += 4 * row_step)
-          store_scaled_swish_rows<4, V>(rows, pitch, scaled, swish.k, target, row_step);
+          store_swish_rows<4>(rows, pitch, scaled, scaled_swish, target, row_step);
         if (j + 1 < lane.valid_slots) {
-          store_scaled_swish_rows<2, V>(rows, pitch, scaled, swish.k, target, row_step);
+          store_swish_rows<2>(rows, pitch, scaled, scaled_swish, target, row_step);
           j += 2, rows += 2 * pitch, target += 2 * row_step;
         }
-        if (j < lane.valid_slots) store_scaled_swish_rows<1, V>(rows, pitch, scaled, swish.k, target, row_step);
+        if (j < lane.valid_slots) store_swish_rows<1>(rows, pitch, scaled, scaled_swish, target, row_step);
         return;
       }
     }
     // Two rows at a time, so that each channel's two values share a reciprocal.
-    for (; j + 1 < lane.valid_slots; j += 2, target += 2 * row_step) {
-      const Vector<T, V>& a = staged_vector<V, T>(staged, j);
-      const Vector<T, V>& b = staged_vector<V, T>(staged, j + 1);
-      Vector<T, V> out_a, out_b;
-      normalise_swish_pair(a, b, affine, swish_beta, out_a, out_b);
-      store_vector<V>(target, out_a);
-      store_vector<V>(target + row_step, out_b);
-    }
+    const SwishConstants constants = SwishConstants::of(swish_beta);
+    auto swish_pair = [constants](float (&z)[2]) { fast_swish_pair(z[0], z[1], constants); };
+    for (; j + 1 < lane.valid_slots; j += 2, rows += 2 * pitch, target += 2 * row_step)
+      store_swish_rows<2>(rows, pitch, affine, swish_pair, target, row_step);
   }
   for (; j < lane.valid_slots; ++j, target += row_step) {
     store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, j), affine, swish_beta));
