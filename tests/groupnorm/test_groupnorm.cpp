@@ -668,7 +668,8 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
 // The staged 16-bit forward + Swish writes each thread's rows four at a time, then its last one to
 // three rows by two and by one. Some thread of the shapes of cases() must end on each of those
 // tails, so that ForwardMatchesReference (every case, staged, with Swish) checks them all: worked
-// out here from the plans the op reports in its name, as StagedLane maps rows to threads.
+// out here from the plans the op reports in its name, dealt by the OneReadRows arithmetic that
+// StagedLane uses.
 TYPED_TEST(GroupNormTest, StagedSwishRowTailsAreAllChecked) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Data;
@@ -687,13 +688,14 @@ TYPED_TEST(GroupNormTest, StagedSwishRowTailsAreAllChecked) {
     const Index threads = staged_plan_number(name, "_t"), cluster = staged_plan_number(name, "_k"),
                 band = staged_plan_number(name, "_band");
     ASSERT_GT(threads * cluster * band, 0) << name;
-    const Index columns = band * (f.x.c() / c.groups) / kVector, step = threads / columns;
-    const Index positions = f.x.spatial_size(), span = (positions + cluster - 1) / cluster;
-    for (Index rank = 0; rank < cluster; ++rank) {
-      const Index rows = std::min(span, positions - rank * span);
-      for (Index first = 0; first < step; ++first)
-        if (rows > first) tails.insert((rows - first + step - 1) / step % 4);
-    }
+    gn::detail::OneReadRows rows;
+    rows.columns = band * (f.x.c() / c.groups) / kVector;
+    rows.rows_per_step = threads / rows.columns;
+    rows.positions = f.x.spatial_size();
+    rows.deal_over(static_cast<int>(cluster));
+    for (int rank = 0; rank < rows.cluster; ++rank)
+      for (Index lane_row = 0; lane_row < rows.rows_per_step; ++lane_row)
+        if (const Index taken = rows.thread_rows(rank, lane_row); taken > 0) tails.insert(taken % 4);
   }
   EXPECT_GE(staged_cases, 3);
   for (Index tail : {1, 2, 3}) EXPECT_EQ(tails.count(tail), 1u) << "no thread ends on " << tail << " rows";

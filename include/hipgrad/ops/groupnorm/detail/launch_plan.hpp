@@ -241,9 +241,8 @@ inline bool fit_rows(OneReadPlan& plan, const TensorShape& x, Index groups, int 
   m.group_columns = x.c() / groups / channel_vector;
   m.columns = m.group_columns * band_groups;
   m.positions = x.spatial_size();
-  m.span = ceil_div(m.positions, Index{cluster});
+  m.deal_over(cluster);
   m.band_groups = band_groups;
-  m.cluster = cluster;
   if (m.span * (cluster - 1) >= m.positions || m.columns * channel_vector > kOneReadMaxBandChannels) return false;
   const Index granule = m.columns / greatest_common_divisor(m.columns, kOneReadWarpGranule) * kOneReadWarpGranule;
   const Index granule_rows = granule / m.columns;

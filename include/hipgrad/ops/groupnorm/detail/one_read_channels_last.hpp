@@ -40,6 +40,23 @@ struct OneReadRows {
   Index span = 0;           ///< rows per block: ⌈positions / cluster⌉
   int band_groups = 1;      ///< adjacent groups per unit
   int cluster = 1;          ///< blocks per unit
+
+  /// Deals the unit's rows over `blocks` blocks, ⌈positions / blocks⌉ to each but the last.
+  HIPGRAD_HOST_DEVICE void deal_over(int blocks) {
+    cluster = blocks;
+    span = ceil_div(positions, Index{blocks});
+  }
+  /// One past the last row of block `rank` (its first is rank · span).
+  HIPGRAD_HOST_DEVICE Index block_end(int rank) const {
+    const Index end = (rank + 1) * span;
+    return end < positions ? end : positions;
+  }
+  /// How many rows of block `rank` a thread takes whose first is the block's `lane_row`-th
+  /// (rows lane_row, lane_row + rows_per_step, … of the block).
+  HIPGRAD_HOST_DEVICE Index thread_rows(int rank, Index lane_row) const {
+    const Index first = rank * span + lane_row, end = block_end(rank);
+    return end > first ? (end - first + rows_per_step - 1) / rows_per_step : 0;
+  }
 };
 
 /// The thread's column (its Vc channels of the band), its group in the band and its rows.

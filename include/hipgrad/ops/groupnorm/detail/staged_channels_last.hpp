@@ -103,11 +103,11 @@ struct StagedLane {
     const int columns = static_cast<int>(m.columns);  // ≤ kStagedMaxBandChannels: 32-bit division
     l.column = static_cast<int>(threadIdx.x) % columns;
     l.slots = slots;
-    const Index begin = rank * m.span;
-    l.first = begin + static_cast<int>(threadIdx.x) / columns;
+    const int lane_row = static_cast<int>(threadIdx.x) / columns;
+    l.first = rank * m.span + lane_row;
     l.step = m.rows_per_step;
-    l.end = begin + m.span < m.positions ? begin + m.span : m.positions;
-    const Index rows = l.end > l.first ? (l.end - l.first + l.step - 1) / l.step : 0;
+    l.end = m.block_end(rank);
+    const Index rows = m.thread_rows(rank, lane_row);
     l.valid_slots = rows < slots ? static_cast<int>(rows) : slots;
     return l;
   }
@@ -487,9 +487,9 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   T* target = y + u.n * ys.n + u.c0 + lane.column * V + lane.first * g.c;
   const Index row_step = lane.step * g.c;
   int j = 0;
+  const int pitch = static_cast<int>(blockDim.x);
+  const uint4* rows = &staged[threadIdx.x];  // slot j of this thread at rows[j·pitch], as in staged_vector
   if constexpr (kActivation == Activation::kSwish) {
-    const int pitch = static_cast<int>(blockDim.x);
-    const uint4* rows = &staged[threadIdx.x];  // slot j of this thread at rows[j·pitch], as in staged_vector
     // 16-bit types: four rows at a time, so that each channel's four values share a reciprocal,
     // with k folded into the affine step (ScaledSwish); the last rows by two and one. fp32 keeps
     // the pairs below: its loop waits for memory, not the special-function units (docs/perf-notes.md,
@@ -523,8 +523,8 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     for (; j + 1 < lane.valid_slots; j += 2, rows += 2 * pitch, target += 2 * row_step)
       store_swish_rows<2>(rows, pitch, affine, swish_pair, target, row_step);
   }
-  for (; j < lane.valid_slots; ++j, target += row_step) {
-    store_vector<V>(target, normalise_vector<kActivation>(staged_vector<V, T>(staged, j), affine, swish_beta));
+  for (; j < lane.valid_slots; ++j, rows += pitch, target += row_step) {
+    store_vector<V>(target, normalise_vector<kActivation>(*reinterpret_cast<const Vector<T, V>*>(rows), affine, swish_beta));
   }
 }
 

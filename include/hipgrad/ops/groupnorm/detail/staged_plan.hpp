@@ -210,8 +210,7 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
     Index best_rounds = 0;
     for (int cluster = 1; cluster <= most_blocks; ++cluster) {
       OneReadRows c = m;
-      c.cluster = cluster;
-      c.span = ceil_div(c.positions, Index{cluster});
+      c.deal_over(cluster);
       if (c.span * (cluster - 1) >= c.positions) break;  // a block with nothing to do
       c.rows_per_step = staged_rows_per_step(c.columns, c.span, tier.most_threads);
       if (c.rows_per_step == 0) break;
