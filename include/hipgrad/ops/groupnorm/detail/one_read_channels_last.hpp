@@ -20,6 +20,7 @@
 /// in rank order.
 #pragma once
 
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/ops/groupnorm/detail/one_read_common.hpp"
 
 namespace hipgrad::groupnorm::detail {
