@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "groupnorm/groupnorm_test_util.hpp"
 #include "hipgrad/host/check.hpp"
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
@@ -109,32 +110,13 @@ void poison(DeviceBuffer<T>& b) {
   ASSERT_TRUE(b.fill_bytes(0xff).is_ok());
 }
 
-template <typename T>
-DeviceBuffer<T> upload(const Tensor<T>& t) {
-  DeviceBuffer<T> b;
-  EXPECT_TRUE(b.allocate(t.storage().size()).is_ok());
-  EXPECT_TRUE(b.copy_from(t).is_ok());
-  return b;
-}
-
-template <typename T>
-Tensor<T> download(const DeviceBuffer<T>& b, Tensor<T> like) {
-  EXPECT_TRUE(b.copy_to(like).is_ok());
-  return like;
-}
+using hipgrad_test::download;
+using hipgrad_test::upload;
 
 template <typename Types>
 class GroupNormTest : public ::testing::Test {};
 
-template <typename T, typename TP>
-struct TypePair {
-  using Data = T;
-  using Param = TP;
-};
-using TypePairs = ::testing::Types<TypePair<float, float>, TypePair<hipgrad::half, hipgrad::half>,
-                                   TypePair<hipgrad::half, float>, TypePair<hipgrad::bfloat16, float>,
-                                   TypePair<hipgrad::bfloat16, hipgrad::bfloat16>>;
-TYPED_TEST_SUITE(GroupNormTest, TypePairs);
+TYPED_TEST_SUITE(GroupNormTest, hipgrad_test::GroupNormTypePairs);
 
 struct Inputs {
   std::uint64_t seed;
@@ -143,13 +125,15 @@ struct Inputs {
 
 template <typename T, typename TP>
 void check_forward(const Case& c, Layout layout, Activation act, InitMethod init, gn::Algorithm algorithm,
-                   float swish_beta = 0.8f, Index nan_gamma_channel = -1) {
+                   float swish_beta = 0.8f, Index nan_gamma_channel = -1, float x_offset = 0.0f) {
   SCOPED_TRACE(std::string(layout_name(layout)) + " " + gn::algorithm_name(algorithm) + " " + gn::activation_name(act) + " " + init_method_name(init) +
                " " + hipgrad::lengths_to_string(c.lengths) + " G" + std::to_string(c.groups) + " beta " + std::to_string(swish_beta));
   const std::vector<Index> strides = layout_strides(c.lengths, layout);
   Tensor<T> x(c.lengths, strides), y(c.lengths, strides);
   Tensor<TP> gamma({c.lengths[1]}), beta({c.lengths[1]});
   fill(x, init, 11);
+  if (x_offset != 0.0f)
+    x.for_each_index([&](const std::vector<Index>& i) { x(i) = hipgrad::type_convert<T>(hipgrad::type_convert<float>(x(i)) + x_offset); });
   fill(gamma, init, 12);
   fill(beta, init, 13);
   const Index n = c.lengths[0];
@@ -362,6 +346,25 @@ TYPED_TEST(GroupNormTest, SwishKeepsNaNInItsChannel) {
     for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
       for (gn::Algorithm algorithm : algorithms_for(layout))
         check_forward<T, TP>(c, layout, Activation::kSwish, InitMethod::kDecimals, algorithm, 0.8f, channel);
+}
+
+// fp32 keeps its precision when the mean lies far from 0 next to σ (x = 16384 + integers in
+// [−5, 5]: |μ|·rstd ≈ 5000): the forward takes z = γ·rstd·(x − μ) + β centred (affine.hpp); the
+// folded γ·rstd·x + (β − μ·γ·rstd) would be off by ~2^-23·|μ|·rstd of |z|, far above the
+// tolerance. (16-bit data take the folded form, whose loss stays below their rounding.)
+TYPED_TEST(GroupNormTest, Fp32ForwardKeepsPrecisionFarFromZero) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  if constexpr (!std::is_same_v<T, float>) {
+    GTEST_SKIP() << "16-bit data take the folded affine step";
+  } else {
+    for (const Case& c : {Case{{2, 32, 8, 8}, 4}, Case{{2, 160, 48, 64}, 16}, Case{{4, 8}, 8}})
+      for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
+        for (gn::Algorithm algorithm : algorithms_for(layout))
+          for (Activation act : {Activation::kIdentity, Activation::kSwish})
+            check_forward<T, TP>(c, layout, act, InitMethod::kIntegers, algorithm, 0.8f, -1, 16384.0f);
+  }
 }
 
 TYPED_TEST(GroupNormTest, BackwardDataAndGammaBetaAlone) {

@@ -69,7 +69,7 @@ class Forward {
     HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
     HIPGRAD_RETURN_IF_ERROR(launch_moments(pl, p, a, b, stream));
     HIPGRAD_RETURN_IF_ERROR(status_from_hip(
-        launch_dependent(detail::forward_group_statistics<TParam, kStatThreads>, static_cast<unsigned>(p.x.n() * p.groups),
+        launch_dependent(detail::forward_group_statistics<T, TParam, kStatThreads>, static_cast<unsigned>(p.x.n() * p.groups),
                          kStatThreads, 0, stream, b.partials, pl.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd,
                          b.affine),
         "launch of forward_group_statistics", __FILE__, __LINE__));

@@ -24,7 +24,11 @@ using GradientSums = Array<float, 2>;  ///< (Σdz, Σdz·(x − μ))
 /// Everything a thread needs to know of one (n, c) to turn (x, dy) into dz and dx.
 struct ChannelState {
   float mean, rstd, gamma;
-  float z_scale, z_shift;  ///< z = z_scale·x + z_shift, the forward's pre-activation
+  /// z = z_scale·x + z_shift, the forward's pre-activation, folded for every data type (unlike the
+  /// fp32 forward's Affine, affine.hpp): z reaches dz only through Swish's σ and its derivative,
+  /// whose relative error follows z's (about 2^-23·|μ|·rstd), and the centred form cost the fp32
+  /// staged backward + Swish up to 12% (docs/perf-notes.md, step 39).
+  float z_scale, z_shift;
 };
 
 HIPGRAD_DEVICE HIPGRAD_INLINE ChannelState make_channel_state(float mean, float rstd, float gamma, float beta) {

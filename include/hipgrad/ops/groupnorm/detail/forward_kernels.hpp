@@ -1,6 +1,6 @@
 /// @file forward_kernels.hpp
 /// @brief GroupNorm forward in three launches: per-(n, c, tile) Welford moments, per-group merge
-///        into mean/rstd and per-(n, c) scale/shift, then y = act(scale·x + shift).
+///        into mean/rstd and per-(n, c) affine steps (Affine), then y = act(z).
 ///
 /// Within a tile, values are summed around a shift (the tile's first value), which keeps the
 /// fp32 sums free of the cancellation of E[x²] − E[x]² and lets threads combine by addition;
@@ -12,6 +12,7 @@
 #include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/affine.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
 #include "hipgrad/primitives/block_reduce.hpp"
@@ -52,11 +53,6 @@ struct ShiftedSums {
   }
 };
 
-/// Scale and shift of the affine normalisation of one (n, c): y = act(scale·x + shift).
-struct Affine {
-  float scale, shift;
-};
-
 template <Activation kActivation>
 HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
   if constexpr (kActivation == Activation::kSwish) {
@@ -68,14 +64,14 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float activate(float z, float swish_beta) {
   }
 }
 
-/// act(scale·v + shift) of a vector's V values, value i by channel i's affine[i], in T.
+/// act(z) of a vector's V values, value i by channel i's affine[i], in T.
 template <Activation kActivation, int V, typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& v, const Affine (&affine)[V],
                                                             float swish_beta) {
   Vector<T, V> out;
   HIPGRAD_UNROLL
   for (int i = 0; i < V; ++i) {
-    const float z = affine[i].scale * type_convert<float>(v[i]) + affine[i].shift;
+    const float z = affine_z<T>(affine[i], type_convert<float>(v[i]));
     out[i] = type_convert<T>(activate<kActivation>(z, swish_beta));
   }
   return out;
@@ -97,7 +93,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void store_swish_rows(const uint4* rows, int row_p
   for (int e = 0; e < V; ++e) {
     float z[R];
     HIPGRAD_UNROLL
-    for (int i = 0; i < R; ++i) z[i] = affine[e].scale * type_convert<float>(in[i][e]) + affine[e].shift;
+    for (int i = 0; i < R; ++i) z[i] = affine_z<T>(affine[e], type_convert<float>(in[i][e]));
     swish(z);
     HIPGRAD_UNROLL
     for (int i = 0; i < R; ++i) out[i][e] = type_convert<T>(z[i]);
@@ -185,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
 
 /// One block per (n, group): merges the tiles of each channel, then the channels; writes mean
 /// and rstd (when asked) and each channel's Affine.
-template <typename TParam, int kThreads>
+template <typename T, typename TParam, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     forward_group_statistics(const Moments* __restrict__ partials, Geometry g, float epsilon,
                              const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float* __restrict__ mean,
@@ -206,12 +202,12 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0 && mean != nullptr) mean[blockIdx.x] = group_mean;
   if (threadIdx.x == 0 && rstd != nullptr) rstd[blockIdx.x] = group_rstd;
   for (Index i = threadIdx.x; i < g.group_channels; i += kThreads) {
-    const float scale = type_convert<float>(gamma[c0 + i]) * group_rstd;
-    affine[n * g.c + c0 + i] = Affine{scale, type_convert<float>(beta[c0 + i]) - group_mean * scale};
+    affine[n * g.c + c0 + i] =
+        make_affine<T>(type_convert<float>(gamma[c0 + i]) * group_rstd, group_mean, type_convert<float>(beta[c0 + i]));
   }
 }
 
-// ---- y = act(scale·x + shift) --------------------------------------------------------------------
+// ---- y = act(z) --------------------------------------------------------------------
 
 /// Planes. Tiles are visited in the reverse order of the moments pass, so that the first tiles
 /// read are the last ones that pass left in L2.
@@ -224,7 +220,9 @@ __global__ void __launch_bounds__(kThreads)
   if (!w.valid) return;
   const PlaneTile t = PlaneTile::at(g, w.tile);
   const Affine a = affine[t.n * g.c + t.c];
-  auto normalise = [&](T value) { return type_convert<T>(activate<kActivation>(a.scale * type_convert<float>(value) + a.shift, swish_beta)); };
+  auto normalise = [&](T value) {
+    return type_convert<T>(activate<kActivation>(affine_z<T>(a, type_convert<float>(value)), swish_beta));
+  };
   if constexpr (kPacked) {
     const T* in = x + t.n * xs.n + t.c * xs.c;
     T* out = y + t.n * ys.n + t.c * ys.c;

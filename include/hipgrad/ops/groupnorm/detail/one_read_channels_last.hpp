@@ -176,14 +176,14 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (b.rank == 0 && threadIdx.x < m.columns && lane.column % m.group_columns == 0)
     store_statistics(st, b.unit * m.band_groups + lane.group, mean, rstd);
 
-  float scale[Vc], shift[Vc];
+  Affine affine[Vc];
   HIPGRAD_UNROLL
   for (int e = 0; e < Vc; ++e) {
-    scale[e] = type_convert<float>(gamma[c0 + (lane.column * Vc + e)]) * st.rstd;
-    shift[e] = type_convert<float>(beta[c0 + (lane.column * Vc + e)]) - st.mean * scale[e];
+    const Index c = c0 + (lane.column * Vc + e);
+    affine[e] = make_affine<T>(type_convert<float>(gamma[c]) * st.rstd, st.mean, type_convert<float>(beta[c]));
   }
   store_slots<Vc, kSlots>(y + n * ys.n + c0, lane.slots, [&](int r, int e) {
-    return activate<kActivation>(scale[e] * type_convert<float>(v[r][e]) + shift[e], swish_beta);
+    return activate<kActivation>(affine_z<T>(affine[e], type_convert<float>(v[r][e])), swish_beta);
   });
   if (m.cluster > 1) cluster_wait();  // no peer reads this block's slots any more
 }

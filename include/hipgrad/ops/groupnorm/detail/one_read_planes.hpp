@@ -92,10 +92,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (m.cluster > 1) cluster_arrive();  // the last read of a peer's slots is done
   if (threadIdx.x == 0 && b.rank == 0) store_statistics(st, b.unit, mean, rstd);
   if (lane.active) {
-    const float scale = type_convert<float>(gamma[c]) * st.rstd;
-    const float shift = type_convert<float>(beta[c]) - st.mean * scale;
+    const Affine a = make_affine<T>(type_convert<float>(gamma[c]) * st.rstd, st.mean, type_convert<float>(beta[c]));
     store_slots<V, kVectors>(y + n * ys.n + c * ys.c, lane.slots, [&](int r, int e) {
-      return activate<kActivation>(scale * type_convert<float>(v[r][e]) + shift, swish_beta);
+      return activate<kActivation>(affine_z<T>(a, type_convert<float>(v[r][e])), swish_beta);
     });
   }
   if (m.cluster > 1) cluster_wait();  // no peer reads this block's slots any more

@@ -480,8 +480,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   for (int e = 0; e < V; ++e) {
     const int c = lane.column * V + e;
     const GroupStatistics st = statistics[group[e]];
-    const float scale = band_gamma[c] * st.rstd;
-    affine[e] = Affine{scale, band_beta[c] - st.mean * scale};
+    affine[e] = make_affine<T>(band_gamma[c] * st.rstd, st.mean, band_beta[c]);
   }
   // A running pointer, as in StagedCopies: a slot costs an add, not a 64-bit row product.
   T* target = y + u.n * ys.n + u.c0 + lane.column * V + lane.first * g.c;
@@ -503,7 +502,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       for (int e = 0; e < V; ++e) {
         const int c = lane.column * V + e;
         scaled_applies = scaled_applies && swish.keeps_finite(band_gamma[c], band_beta[c], root_count);
-        scaled[e] = Affine{affine[e].scale * swish.k, affine[e].shift * swish.k};
+        scaled[e] = Affine{affine[e].scale * swish.k, 0.0f, affine[e].shift * swish.k};  // folded: 16-bit
       }
       if (scaled_applies) {
         auto scaled_swish = [k = swish.k](auto& u) { fast_scaled_swish(u, k); };
