@@ -8,10 +8,6 @@
 /// --layout names the layouts of A, B and C, r (row-major) or c (column-major) each. Exit
 /// status: 0 passed, 1 mismatch or runtime error (no GPU included), 2 usage error.
 
-// The GPU headers first: under hipcc, std::memcpy in device code (bit casts of half and bfloat16)
-// needs HIP's device overload declared before <cstring> is first included.
-#include "hipgrad/ops/gemm/gemm.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -28,6 +24,7 @@
 #include "hipgrad/host/reference/gemm.hpp"
 #include "hipgrad/host/tensor.hpp"
 #include "hipgrad/host/timer.hpp"
+#include "hipgrad/ops/gemm/gemm.hpp"
 
 namespace {
 

@@ -7,10 +7,6 @@
 ///        cp.async mainloop, more tiles than multiprocessors. CPU-only: negative can_implement
 ///        cases and the reference itself.
 
-// The GPU headers first: under hipcc, std::memcpy in device code (bit casts of half and bfloat16)
-// needs HIP's device overload declared before <cstring> is first included.
-#include "hipgrad/ops/gemm/gemm.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +21,7 @@
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/gemm.hpp"
+#include "hipgrad/ops/gemm/gemm.hpp"
 
 namespace {
 

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "hipgrad/core/hip_runtime.hpp"
@@ -106,11 +105,11 @@ HIPGRAD_DEVICE HIPGRAD_INLINE T shuffle(const T& value, int operand, int width) 
   static_assert(std::is_trivially_copyable_v<T>, "warp shuffles move trivially copyable values");
   constexpr int kWords = static_cast<int>((sizeof(T) + 3) / 4);
   std::uint32_t words[kWords] = {};
-  std::memcpy(words, &value, sizeof(T));
+  __builtin_memcpy(words, &value, sizeof(T));
 HIPGRAD_UNROLL
   for (int i = 0; i < kWords; ++i) words[i] = shuffle_word<kKind>(words[i], operand, width);
   T result;
-  std::memcpy(&result, words, sizeof(T));
+  __builtin_memcpy(&result, words, sizeof(T));
   return result;
 }
 

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "hipgrad/core/config.hpp"
@@ -19,11 +18,14 @@ namespace hipgrad {
 
 namespace detail {
 
+/// The bits of `from` as a `To`. `__builtin_memcpy`, not `std::memcpy`: on AMD, hip-clang
+/// declares the device `memcpy` in the HIP runtime headers, so where a user's `<cstring>` comes
+/// before them, `std::memcpy` names only the host function and device code fails to compile.
 template <typename To, typename From>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE To bit_cast(const From& from) {
   static_assert(sizeof(To) == sizeof(From), "bit_cast needs equal sizes");
   To to;
-  std::memcpy(&to, &from, sizeof(To));
+  __builtin_memcpy(&to, &from, sizeof(To));
   return to;
 }
 

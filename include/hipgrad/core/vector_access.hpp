@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "hipgrad/core/config.hpp"
 
@@ -40,11 +39,11 @@ template <typename T, int N>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::uint32_t element_bits(const Vector<T, N>& v, int i) {
   if constexpr (sizeof(T) == 2) {
     std::uint16_t bits;
-    std::memcpy(&bits, &v.data[i], 2);
+    __builtin_memcpy(&bits, &v.data[i], 2);
     return bits;
   } else {
     std::uint32_t bits;
-    std::memcpy(&bits, &v.data[i], 4);
+    __builtin_memcpy(&bits, &v.data[i], 4);
     return bits;
   }
 }
