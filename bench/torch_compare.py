@@ -57,7 +57,7 @@ CASES = {"groupnorm": groupnorm_case}
 
 def groupnorm_path(name):
     """The algorithm a GroupNorm op name says ran: staged, one-read or three-pass, with its
-    cluster (×k) and band of groups."""
+    cluster (×k), band of groups and, for staged grids whose first wave starts staggered, "staggered"."""
     fields = name.split("_")
     def value(prefix):
         hits = [f[len(prefix):] for f in fields if f.startswith(prefix) and f[len(prefix):].isdigit()]
@@ -68,6 +68,8 @@ def groupnorm_path(name):
             path += f" ×{value('k')}"
         if value("band"):
             path += f" band {value('band')}"
+        if "_staggered" in name:
+            path += " staggered"
     return path
 
 

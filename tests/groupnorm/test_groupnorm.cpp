@@ -669,6 +669,29 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
   }
 }
 
+// A staged grid of clusters that runs four rounds or more starts its first wave staggered
+// (StagedStagger: some clusters wait a few microseconds). Only the timing may change: at the
+// acceptance shape, fp16 32×320×64×64 G32 channels last, the forward's grid runs 4 rounds and the
+// backward's 7 on an H100 (6 and 7 in fp32), so kAuto staggers both, and both must match the
+// reference, with Swish, on integer and decimal inputs.
+TYPED_TEST(GroupNormTest, StaggeredStagedGridsMatchReference) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  if (!hipgrad::cluster_launch_supported()) GTEST_SKIP() << "no thread-block clusters, so no staged grid is staggered";
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  const Case c{{32, 320, 64, 64}, 32};
+  gn::ForwardProblem f = gn::ForwardProblem::packed(c.lengths, c.groups, /*channels_last=*/true);
+  gn::BackwardProblem b = gn::BackwardProblem::packed(c.lengths, c.groups, /*channels_last=*/true);
+  f.activation = b.activation = Activation::kSwish;
+  const std::string forward = gn::Forward<T, TP>::name(f), backward = gn::Backward<T, TP>::name(b);
+  EXPECT_NE(forward.find("_staggered"), std::string::npos) << forward;
+  EXPECT_NE(backward.find("_staggered"), std::string::npos) << backward;
+  for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+    check_forward<T, TP>(c, Layout::kNHWC, Activation::kSwish, init, gn::Algorithm::kAuto);
+    check_backward<T, TP>(c, Layout::kNHWC, Activation::kSwish, init, Outputs::kFused);
+  }
+}
+
 // The staged 16-bit forward + Swish writes each thread's rows four at a time, then its last one to
 // three rows by two and by one. Some thread of the shapes of cases() must end on each of those
 // tails, so that ForwardMatchesReference (every case, staged, with Swish) checks them all: worked

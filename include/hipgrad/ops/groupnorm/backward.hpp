@@ -151,7 +151,7 @@ class Backward {
                                 dxs = detail::device_strides(p.dx);
     const auto kernel = staged_kernel(p);
     HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
-                                                  plan.rows, plan.layout, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
+                                                  plan.rows, plan.layout, plan.stagger, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
                                                   a.dgamma ? b.totals : nullptr));
     return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, stream) : Status::ok();
   }

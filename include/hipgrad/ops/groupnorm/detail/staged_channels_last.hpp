@@ -339,6 +339,41 @@ HIPGRAD_HOST_DEVICE constexpr bool vector_in_two_groups(Index group_channels, in
   return group_channels + 1 >= V || 2 * group_channels == V;
 }
 
+/// The first wave of a staged grid: its clusters start together, copy together, then sum, meet at
+/// their cluster barriers and write together, and the blocks that later take their places keep
+/// that rhythm, each cluster's blocks held in step by its barrier: the GPU's memory is asked for
+/// reads in one phase and writes in another, and the two blocks of a multiprocessor copy and
+/// write at the same times. So units [0, units) of the grid, the clusters resident at once, wait
+/// (unit mod kStaggerPhases) · step_ns before they start, which spreads the phases of their
+/// successors too (docs/perf-notes.md, step 40). The plan staggers only clusters of two or more
+/// blocks in grids of several rounds (staged_plan.hpp); clusters exist on NVIDIA sm_90 only.
+struct StagedStagger {
+  unsigned units = 0;    ///< the units that wait: 0 for none
+  unsigned step_ns = 0;  ///< the wait of each phase past the first
+};
+inline constexpr int kStaggerPhases = 4;
+
+/// This block's wait, as `stagger` says (every block of a cluster waits alike).
+HIPGRAD_DEVICE HIPGRAD_INLINE void stagger_start(const StagedStagger& stagger, int cluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  const unsigned unit = blockIdx.x / static_cast<unsigned>(cluster);
+  if (unit >= stagger.units) return;
+  const unsigned wait = unit % kStaggerPhases * stagger.step_ns;
+  // The global timer counts nanoseconds whatever the clocks do (its low word wraps every 4.3 s,
+  // which the unsigned difference survives); the sleeps between its reads leave the
+  // multiprocessor to the blocks beside this one.
+  unsigned start, now;
+  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(start));
+  do {
+    __nanosleep(256);
+    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(now));
+  } while (now - start < wait);
+#else
+  (void)stagger;  // no clusters, so no plan staggers (staged_plan.hpp)
+  (void)cluster;
+#endif
+}
+
 /// Where a cluster's unit lies: sample n, first channel c0, its first group's index into [N, G],
 /// and the block's rank in the cluster.
 struct StagedUnit {
@@ -360,9 +395,10 @@ struct StagedUnit {
 template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
     forward_staged_channels_last(const T* __restrict__ x, DeviceStrides xs, T* __restrict__ y, DeviceStrides ys, Geometry g,
-                                 OneReadRows m, StagedLayout layout, const TParam* __restrict__ gamma,
+                                 OneReadRows m, StagedLayout layout, StagedStagger stagger, const TParam* __restrict__ gamma,
                                  const TParam* __restrict__ beta, float epsilon, float swish_beta,
                                  float* __restrict__ mean, float* __restrict__ rstd) {
+  stagger_start(stagger, m.cluster);
   constexpr int V = kVector16<T>;
   using Sums = Array<float, 2>;  // Σ(x − shift), Σ(x − shift)²: a group's count is its size
   extern __shared__ uint4 staged[];
@@ -533,6 +569,7 @@ template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     backward_staged_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
                                   T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadRows m, StagedLayout layout,
+                                  StagedStagger stagger,
                                   const float* __restrict__ mean, const float* __restrict__ rstd,
                                   const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                   GradientSums* __restrict__ totals) {
@@ -544,6 +581,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   // The cluster exchanges per-channel partials ([cluster][band channels]): rank 0 keeps the
   // unit's channel totals for dγ/dβ.
   float* const band_gamma = staged_region<float>(staged, layout.parameters_at);
+  stagger_start(stagger, m.cluster);
   if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
   const StagedUnit u = StagedUnit::of(g, m.band_groups, m.cluster);
   const StagedLane lane = StagedLane::of(m, u.rank, layout.slots);

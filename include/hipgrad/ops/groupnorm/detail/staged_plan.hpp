@@ -35,10 +35,16 @@ inline constexpr Index kStagedWarpGranule = 32;
 inline constexpr Index kStagedWarpGranule = 64;
 #endif
 
+/// The stagger of a staged grid's first wave (StagedStagger): grids of at least this many rounds,
+/// phases this far apart, as measured on the H100 (docs/perf-notes.md, step 40).
+inline constexpr Index kStaggerMinRounds = 4;
+inline constexpr unsigned kStaggerStepNs = 3000;
+
 struct StagedPlan {
   bool usable = false;
   OneReadRows rows;
   StagedLayout layout;  ///< the slots and the dynamic shared memory of a block
+  StagedStagger stagger;
   unsigned threads = 0;
   Index units = 0;
 
@@ -47,11 +53,12 @@ struct StagedPlan {
   Index blocks() const { return units * rows.cluster; }
 };
 
-/// "_staged_t<threads>_k<cluster>_band<groups>" for op names, "" when not usable.
+/// "_staged_t<threads>_k<cluster>_band<groups>" for op names, with "_staggered" where the first
+/// wave is; "" when not usable.
 inline std::string staged_name(const StagedPlan& plan) {
   if (!plan.usable) return "";
   return "_staged_t" + std::to_string(plan.threads) + "_k" + std::to_string(plan.cluster()) + "_band" +
-         std::to_string(plan.rows.band_groups);
+         std::to_string(plan.rows.band_groups) + (plan.stagger.units > 0 ? "_staggered" : "");
 }
 
 /// The most dynamic shared memory a staged block may take on this device: its shared memory per
@@ -207,7 +214,7 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
     const StagedBudget& tier = tiers[t];
     const std::size_t budget = tier.pair && pair_budget < device_budget ? pair_budget : device_budget;
-    Index best_rounds = 0;
+    Index best_rounds = 0, best_at_once = 0;
     for (int cluster = 1; cluster <= most_blocks; ++cluster) {
       OneReadRows c = m;
       c.deal_over(cluster);
@@ -228,6 +235,7 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       // 32×320×64×64, 128 units in four rounds either way (step 31).
       if (best_rounds == 0 || rounds < best_rounds || (rounds == best_rounds && rounds > 1)) {
         best_rounds = rounds;
+        best_at_once = units_at_once;
         plan.usable = true;
         plan.rows = c;
         plan.layout = layout;
@@ -235,6 +243,12 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       }
       if (units_at_once == plan.units) break;  // every unit at once: larger clusters only spread them
     }
+    // The first wave staggered (StagedStagger) where its units are clusters, which hold their blocks
+    // in step, and the grid runs enough rounds to pay for the wait. Over the bench list on the H100
+    // (docs/perf-notes.md, step 40) that held from 4 rounds on; with 1 or 2 rounds the wait cost up
+    // to 25%, and units of one block, which drift apart by themselves, lost up to 2%.
+    if (plan.usable && plan.cluster() > 1 && best_rounds >= kStaggerMinRounds)
+      plan.stagger = StagedStagger{static_cast<unsigned>(best_at_once), kStaggerStepNs};
   }
   plan.usable = plan.usable && plan.blocks() <= 2147483647;  // a 1-D grid
   // kAuto takes it where the grid has a block for every multiprocessor: with fewer, the register
