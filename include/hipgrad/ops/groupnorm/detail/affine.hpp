@@ -27,18 +27,34 @@ struct Affine {
 template <typename T>
 inline constexpr bool kCenteredAffine = !is_16bit_float_v<T>;
 
+/// The folded form, center 0 and shift = β − μ·scale, from scale = γ·rstd, the group's mean and β.
+/// The backward's recomputed pre-activation (Swish only) takes it for every data type: z reaches
+/// dz only through σ and its derivative, whose relative error follows z's, and the centred form
+/// cost the fp32 staged backward + Swish up to 12% (docs/perf-notes.md, step 39).
+HIPGRAD_DEVICE HIPGRAD_INLINE Affine folded_affine(float scale, float mean, float beta) {
+  return Affine{scale, 0.0f, beta - mean * scale};
+}
+
+/// z under a folded Affine (folded_affine, or scaled_folded of one).
+HIPGRAD_DEVICE HIPGRAD_INLINE float folded_z(const Affine& a, float x) { return a.scale * x + a.shift; }
+
+/// k·z under the folded Affine `a`: both terms times k (a centred one would keep its center).
+HIPGRAD_DEVICE HIPGRAD_INLINE Affine scaled_folded(const Affine& a, float k) {
+  return Affine{a.scale * k, 0.0f, a.shift * k};
+}
+
 /// The Affine that data of type T evaluate, from scale = γ·rstd, the group's mean and β.
 template <typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE Affine make_affine(float scale, float mean, float beta) {
   if constexpr (kCenteredAffine<T>) return Affine{scale, mean, beta};
-  else return Affine{scale, 0.0f, beta - mean * scale};
+  else return folded_affine(scale, mean, beta);
 }
 
 /// z of a value of type T (converted to float) under make_affine<T>'s Affine.
 template <typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE float affine_z(const Affine& a, float x) {
   if constexpr (kCenteredAffine<T>) return a.scale * (x - a.center) + a.shift;
-  else return a.scale * x + a.shift;
+  else return folded_z(a, x);
 }
 
 }  // namespace hipgrad::groupnorm::detail

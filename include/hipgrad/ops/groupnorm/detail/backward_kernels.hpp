@@ -13,6 +13,7 @@
 #include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/affine.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
 #include "hipgrad/primitives/block_reduce.hpp"
@@ -24,16 +25,12 @@ using GradientSums = Array<float, 2>;  ///< (Σdz, Σdz·(x − μ))
 /// Everything a thread needs to know of one (n, c) to turn (x, dy) into dz and dx.
 struct ChannelState {
   float mean, rstd, gamma;
-  /// z = z_scale·x + z_shift, the forward's pre-activation, folded for every data type (unlike the
-  /// fp32 forward's Affine, affine.hpp): z reaches dz only through Swish's σ and its derivative,
-  /// whose relative error follows z's (about 2^-23·|μ|·rstd), and the centred form cost the fp32
-  /// staged backward + Swish up to 12% (docs/perf-notes.md, step 39).
-  float z_scale, z_shift;
+  /// The forward's pre-activation, folded for every data type (folded_affine, affine.hpp).
+  Affine z;
 };
 
 HIPGRAD_DEVICE HIPGRAD_INLINE ChannelState make_channel_state(float mean, float rstd, float gamma, float beta) {
-  const float z_scale = gamma * rstd;
-  return ChannelState{mean, rstd, gamma, z_scale, beta - mean * z_scale};
+  return ChannelState{mean, rstd, gamma, folded_affine(gamma * rstd, mean, beta)};
 }
 
 /// β matters only to a fused activation, and may be null without one (then read as 0).
@@ -52,7 +49,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE ChannelState channel_state(const Geometry& g, Inde
 template <Activation kActivation>
 HIPGRAD_DEVICE HIPGRAD_INLINE float activation_gradient(float dy, float x, const ChannelState& s, float swish_beta) {
   if constexpr (kActivation == Activation::kSwish) {
-    const float z = s.z_scale * x + s.z_shift;
+    const float z = folded_z(s.z, x);
     const float sig = fast_sigmoid(z, swish_beta);  // fast, as in activate()
     return dy * (sig + swish_beta * z * sig * (1.0f - sig));
   } else {

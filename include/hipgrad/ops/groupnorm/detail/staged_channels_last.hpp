@@ -533,12 +533,13 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
       const ScaledSwish swish = ScaledSwish::of(swish_beta);
       const float root_count = sqrtf(group_count);
       bool scaled_applies = swish.applies;
+      static_assert(!kCenteredAffine<T>, "the scaled loop takes the folded affine step");
       Affine scaled[V];
       HIPGRAD_UNROLL
       for (int e = 0; e < V; ++e) {
         const int c = lane.column * V + e;
         scaled_applies = scaled_applies && swish.keeps_finite(band_gamma[c], band_beta[c], root_count);
-        scaled[e] = Affine{affine[e].scale * swish.k, 0.0f, affine[e].shift * swish.k};  // folded: 16-bit
+        scaled[e] = scaled_folded(affine[e], swish.k);  // 16-bit data: make_affine folded it
       }
       if (scaled_applies) {
         auto scaled_swish = [k = swish.k](auto& u) { fast_scaled_swish(u, k); };
