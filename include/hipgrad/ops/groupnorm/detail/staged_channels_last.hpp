@@ -359,6 +359,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void stagger_start(const StagedStagger& stagger, i
   const unsigned unit = blockIdx.x / static_cast<unsigned>(cluster);
   if (unit >= stagger.units) return;
   const unsigned wait = unit % kStaggerPhases * stagger.step_ns;
+  if (wait == 0) return;  // the first phase starts at once
   // The global timer counts nanoseconds whatever the clocks do (its low word wraps every 4.3 s,
   // which the unsigned difference survives); the sleeps between its reads leave the
   // multiprocessor to the blocks beside this one.
