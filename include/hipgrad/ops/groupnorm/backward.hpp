@@ -140,8 +140,20 @@ class Backward {
                                               : detail::backward_staged_channels_last<T, TParam, Activation::kIdentity>;
   }
 
+  static detail::StagedOp staged_op(const BackwardProblem& p) {
+    const bool groups = p.activation == Activation::kSwish ? detail::kStagedGroupMeeting<Activation::kSwish>
+                                                           : detail::kStagedGroupMeeting<Activation::kIdentity>;
+    return groups ? detail::StagedOp::kBackwardGroups : detail::StagedOp::kBackwardChannels;
+  }
+
+  /// Rows of totals per sample: one per block of a cluster where the staged kernel meets over
+  /// groups (kStagedGroupMeeting), else one.
+  static std::size_t totals_parts(const detail::StagedPlan& staged, const BackwardProblem& p) {
+    return staged.usable && staged_op(p) == detail::StagedOp::kBackwardGroups ? static_cast<std::size_t>(staged.cluster()) : 1;
+  }
+
   static detail::StagedPlan staged_plan(const Plan& pl, const BackwardProblem& p) {
-    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/2, staged_kernel(p));
+    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, staged_op(p), staged_kernel(p));
   }
 
   /// dx and the per-(n, c) totals in one read of x and dy through shared memory, then dγ/dβ.
@@ -153,7 +165,8 @@ class Backward {
     HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
                                                   plan.rows, plan.layout, plan.stagger, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
                                                   a.dgamma ? b.totals : nullptr));
-    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, stream) : Status::ok();
+    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, static_cast<int>(totals_parts(plan, p)), stream)
+                    : Status::ok();
   }
 
   /// dx and the per-(n, c) totals in one read of x and dy, then dγ/dβ from the totals.
@@ -178,15 +191,16 @@ class Backward {
                                  plan.planes, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals);
       return status_from_hip(launched, "launch of backward_one_read", __FILE__, __LINE__);
     }));
-    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, stream) : Status::ok();
+    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, 1, stream) : Status::ok();
   }
 
-  static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals,
+  /// dγ/dβ from `totals`, [N][parts][C] (backward_gamma_beta).
+  static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals, int parts,
                                   hipStream_t stream) {
-    const unsigned threads = detail::gamma_beta_threads(g.n);
+    const unsigned threads = detail::gamma_beta_threads(g.n * parts);
     const auto blocks = static_cast<unsigned>(ceil_div(g.c, Index{detail::kGammaBetaChannels}));
-    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals, g,
-                                            a.rstd, a.dgamma, a.dbeta),
+    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals, parts,
+                                            g, a.rstd, a.dgamma, a.dbeta),
                            "launch of backward_gamma_beta", __FILE__, __LINE__);
   }
 
@@ -202,7 +216,7 @@ class Backward {
     const std::size_t nc = static_cast<std::size_t>(p.x.n() * p.x.c());
     Buffers b;
     b.partials = carver.take<detail::GradientSums>(static_cast<std::size_t>(pl.tiles));
-    b.totals = carver.take<detail::GradientSums>(nc);
+    b.totals = carver.take<detail::GradientSums>(nc * totals_parts(staged_plan(pl, p), p));
     b.coefficients = carver.take<detail::DataGradient>(nc);
     return b;
   }
@@ -216,7 +230,7 @@ class Backward {
                          static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream, b.partials, g, a.rstd, a.gamma,
                          b.totals, a.dx ? b.coefficients : nullptr),
         "launch of backward_group_coefficients", __FILE__, __LINE__));
-    if (a.dgamma) HIPGRAD_RETURN_IF_ERROR(launch_gamma_beta(g, a, b.totals, stream));
+    if (a.dgamma) HIPGRAD_RETURN_IF_ERROR(launch_gamma_beta(g, a, b.totals, 1, stream));
     return a.dx ? launch_data<kAct>(pl, p, a, b, stream) : Status::ok();
   }
 

@@ -104,7 +104,7 @@ class Forward {
   }
 
   static detail::StagedPlan staged_plan(const detail::Plan& pl, const ForwardProblem& p) {
-    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, /*tensors=*/1, staged_kernel(p));
+    return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, detail::StagedOp::kForward, staged_kernel(p));
   }
 
   static Status run_staged(const detail::StagedPlan& plan, const detail::Plan& pl, const ForwardProblem& p, const Args& a,

@@ -174,13 +174,16 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[n * g.c + c0 + i] = DataGradient{rs * type_convert<float>(gamma[c0 + i]), q, r};
 }
 
-/// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c]. A block takes kGammaBetaChannels adjacent
-/// channels (a warp reads a row of totals at once) and min(N, kGammaBetaMaxRows) rows of samples
-/// (blockDim.x / kGammaBetaChannels): row r sums n = r, r + rows, … in order, then the rows are
+/// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c], from `totals` [N][parts][C]: each sample's
+/// sums come in `parts` pieces (1, or the staged backward's blocks per cluster, each of which
+/// keeps the totals of its own rows). A block takes kGammaBetaChannels adjacent channels (a warp
+/// reads a row of totals at once) and min(N·parts, kGammaBetaMaxRows) rows of it
+/// (blockDim.x / kGammaBetaChannels): row r sums i = r, r + rows, … in order, then the rows are
 /// added in order, so the bits depend on the sizes only. One thread per channel walking all N in
 /// sequence was a chain of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward.
 inline constexpr int kGammaBetaChannels = 32;
 inline constexpr int kGammaBetaMaxRows = 16;
+inline constexpr int kGammaBetaBatch = 8;
 
 inline unsigned gamma_beta_threads(Index n) {
   return static_cast<unsigned>(kGammaBetaChannels * (n < kGammaBetaMaxRows ? n : kGammaBetaMaxRows));
@@ -188,7 +191,7 @@ inline unsigned gamma_beta_threads(Index n) {
 
 template <typename TParam>
 __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
-    backward_gamma_beta(const GradientSums* __restrict__ totals, Geometry g, const float* __restrict__ rstd,
+    backward_gamma_beta(const GradientSums* __restrict__ totals, int parts, Geometry g, const float* __restrict__ rstd,
                         TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
   wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   allow_dependent_grids();
@@ -198,10 +201,23 @@ __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
   GradientSums sums{{0.0f, 0.0f}};  // (Σ S1, Σ rstd·S2) over this row's samples
   if (c < g.c) {
     const Index group = c / g.group_channels;
-    for (Index n = row; n < g.n; n += rows) {
-      const GradientSums t = totals[n * g.c + c];
-      sums[0] += t[0];
-      sums[1] += rstd[n * g.groups + group] * t[1];
+    // kGammaBetaBatch rows' loads in flight before their sums, which add in row order: a load per
+    // add made the fold a chain of round trips, 10–20 µs over the staged backward's N·cluster rows.
+    const Index count = g.n * parts;
+    for (Index i0 = row; i0 < count; i0 += Index{kGammaBetaBatch} * rows) {
+      GradientSums t[kGammaBetaBatch];
+      float scale[kGammaBetaBatch];
+      HIPGRAD_UNROLL
+      for (int b = 0; b < kGammaBetaBatch; ++b) {
+        const Index i = i0 + Index{b} * rows;
+        t[b] = i < count ? totals[i * g.c + c] : GradientSums{{0.0f, 0.0f}};
+        scale[b] = i < count ? rstd[i / parts * g.groups + group] : 0.0f;
+      }
+      HIPGRAD_UNROLL
+      for (int b = 0; b < kGammaBetaBatch; ++b) {
+        sums[0] += t[b][0];
+        sums[1] += scale[b] * t[b][1];
+      }
     }
   }
   __shared__ GradientSums row_sums[kGammaBetaMaxRows][kGammaBetaChannels];

@@ -26,11 +26,11 @@
 /// and block left no room for two 6-block clusters' blocks on one multiprocessor.
 ///
 /// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order);
-/// the backward then per channel over the cluster (each block sends its totals to every peer;
-/// ranks added in order) and per group over its channels (a warp per group, a fixed butterfly),
+/// the backward keeps each block's channel totals for dγ/dβ and adds each group's γ-weighted
+/// partials straight from the warps' (a warp per group, a fixed share per lane, then a butterfly),
 /// the forward per group over the block's channel totals (or, where each vector holds channels of
 /// at most two groups, over each thread's two group partials, added per column like channels),
-/// then over the cluster: the bits depend on the sizes only. The forward sums values around a shift per
+/// then over the cluster, where only group totals travel: the bits depend on the sizes only. The forward sums values around a shift per
 /// group (the group's first value of the unit: the same for every block of the cluster), so that
 /// channels and blocks combine by addition.
 #pragma once
@@ -72,9 +72,10 @@ static_assert(2 * kStagedBackwardPairThreads * kStagedBackwardRegisters <= 65536
 
 /// Where a staged block's dynamic shared memory goes (byte offsets from its start; the plan
 /// computes them, staged_plan.hpp): the staging ([tensors][span · columns] 16-byte vectors), the
-/// cluster's exchange of partial sums (pairs of floats, [cluster][entries per rank]), the scratch
-/// of the warps' partials (`scratch_entries` pairs, at least one per thread), the block's
-/// per-channel totals ([band channels] pairs), then per-channel floats (γ, and β for the forward).
+/// cluster's exchange of partial sums (pairs of floats, [cluster][band groups]), the scratch of
+/// the warps' partials (`scratch_entries` pairs: at least one per thread; for the backward, those
+/// of all V elements at once), the forward block's per-channel totals ([band channels] pairs),
+/// then per-channel floats (γ, and β for the forward).
 struct StagedLayout {
   int slots = 0;            ///< rows per thread
   int tensor_vectors = 0;   ///< staged vectors per tensor: span · columns
@@ -233,6 +234,21 @@ struct ColumnHolders {
     }
     return total;
   }
+  /// Entries of one column in an element's pass, in column_total's order: at most `per_column()`,
+  /// the j-th at entry(column, j), or -1 where the column has fewer (columns ≥ the warp width).
+  HIPGRAD_DEVICE int per_column() const {
+    constexpr int width = warp_size();
+    return columns < width ? warps : (warps * width + columns - 1) / columns;
+  }
+  HIPGRAD_DEVICE int entry(int column, int j) const {
+    constexpr int width = warp_size();
+    if (columns < width) {
+      const int first = j * width % columns;  // warp j's first lane holds this column
+      return j * holders + (column >= first ? column - first : column + columns - first);
+    }
+    const int t = column + j * columns;
+    return t < warps * width ? t : -1;
+  }
   /// Stores elements [e0, e0 + count) of the holders' `sums` into `scratch` ([element][warp][holder]).
   template <int V, typename Value>
   HIPGRAD_DEVICE void store(const Value (&sums)[V], int e0, int count, Value* scratch) const {
@@ -326,6 +342,132 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(Value (&sums)[V], cons
   }
 }
 
+/// Whether every V-channel vector (at a multiple of V) holds channels of at most two groups of
+/// `group_channels` channels.
+HIPGRAD_HOST_DEVICE constexpr bool vector_in_two_groups(Index group_channels, int V) {
+  return group_channels + 1 >= V || 2 * group_channels == V;
+}
+
+/// The fused backward's meeting: the block's per-channel totals of every thread's V per-element
+/// `sums` (channel column·V + e), delivered once each as deliver(channel, total), and, where
+/// `groups_wanted`, each band group's γ-weighted total over the cluster in group_sums[k]. The lanes
+/// of a warp that share a column are added by shuffles and the warps' partials of all V elements
+/// land in `scratch` behind one barrier, and beside them each thread's γ-weighted channels added
+/// per group, its vector's first and the next (`state`, `group`: its V channels'), which is all
+/// a group needs where a vector holds channels of at most two groups (otherwise the group adds its
+/// channels' partials, each times γ, from `band_gamma`). Then warp k adds group k's partials (every
+/// lane a fixed share, then a butterfly) and lane r stores the block's total into slot `rank` of
+/// rank r's `exchange` ([cluster][band groups]); meanwhile the other warps (or, where every warp
+/// has a group, all threads after it) add each channel's partials in warp order for `deliver`.
+/// After the cluster barrier warp k adds the ranks' totals of group k by a butterfly. Only group
+/// totals cross the cluster and only they wait for the meeting: every step between a block's last
+/// copy and its first write of dx lengthens the life of every block, and the backward's time
+/// follows it (docs/perf-notes.md, step 43). The bits depend on the sizes only. The caller arrives
+/// (cluster_arrive_relaxed) at the start of the kernel, so that no block stores into a peer before
+/// every peer runs; no block waits for its peers after the meeting. `scratch` holds
+/// (V + 2) · ColumnHolders::entries() entries.
+template <int V, typename Deliver>
+HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_group_sums(GradientSums (&sums)[V], const ChannelState (&state)[V], const int (&group)[V],
+                                                      const OneReadRows& m, Index group_channels, int rank,
+                                                      const float* band_gamma, GradientSums* scratch, GradientSums* exchange,
+                                                      bool groups_wanted, GradientSums* group_sums, Deliver&& deliver) {
+  constexpr int width = warp_size();
+  const bool two_groups = vector_in_two_groups(group_channels, V);
+  const ColumnHolders h = ColumnHolders::of(m);
+  GradientSums* const channel_scratch = scratch + 2 * h.entries();  // [e][warp][holder]; the halves before it
+  GradientSums halves[2] = {GradientSums{{0.0f, 0.0f}}, GradientSums{{0.0f, 0.0f}}};
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    const GradientSums weighted{{state[e].gamma * sums[e][0], state[e].gamma * sums[e][1]}};
+    if (group[e] == group[0]) {
+      halves[0] = halves[0] + weighted;
+    } else {
+      halves[1] = halves[1] + weighted;
+    }
+  }
+  column_shuffles<2>(halves, m);
+  column_shuffles<V>(sums, m);
+  h.store<2>(halves, 0, 2, scratch);
+  h.store<V>(sums, 0, V, channel_scratch);
+  block_sync();
+  if (m.cluster > 1) cluster_wait();  // every peer has started
+  const int warp = static_cast<int>(threadIdx.x) / width, lane = lane_id();
+  const int band_groups = groups_wanted ? m.band_groups : 0, gc = static_cast<int>(group_channels);
+  // Group k's share of lanes [first_lane, …) in steps of `lanes`: the halves of its columns, or its
+  // channels' partials, each times γ.
+  const int per_column = h.per_column();
+  const auto group_share = [&](int k, int first_lane, int lanes) {
+    GradientSums total{{0.0f, 0.0f}};
+    if (two_groups) {
+      const int first = k * gc / V, last = ((k + 1) * gc - 1) / V;
+      for (int i = first_lane; i < (last - first + 1) * per_column; i += lanes) {
+        const int column = first + i / per_column, at = h.entry(column, i % per_column);
+        const int half = column * V / gc == k ? 0 : 1;  // k is the column's first group, or its second
+        if (at >= 0) total = total + scratch[half * h.entries() + at];
+      }
+    } else {
+      for (int i = first_lane; i < gc * per_column; i += lanes) {
+        const int c = k * gc + i / per_column, at = h.entry(c / V, i % per_column);
+        if (at >= 0) {
+          const GradientSums part = channel_scratch[(c % V) * h.entries() + at];
+          total = total + GradientSums{{band_gamma[c] * part[0], band_gamma[c] * part[1]}};
+        }
+      }
+    }
+    return total;
+  };
+  const auto send = [&](int k, const GradientSums& total, int to) {
+    if (m.cluster == 1) {
+      exchange[k] = total;
+    } else {
+      cluster_peer(exchange, to)[rank * band_groups + k] = total;
+    }
+  };
+  // A warp per group, one group each: the shuffles stay out of loops, which cost the fp16
+  // 32×320×64×64 backward 8% (docs/perf-notes.md, step 43). Groups past the warps (small groups in
+  // narrow blocks) take a thread each.
+  const int group_warps = band_groups < h.warps ? band_groups : h.warps;
+  if (warp < group_warps) {
+    const GradientSums total = warp_butterfly_sum(group_share(warp, lane, width));
+    if (lane < m.cluster) send(warp, total, lane);
+  }
+  for (int k = group_warps + static_cast<int>(threadIdx.x); k < band_groups; k += static_cast<int>(blockDim.x)) {
+    const GradientSums total = group_share(k, 0, 1);
+    for (int r = 0; r < m.cluster; ++r) send(k, total, r);
+  }
+  // A thread's first channel total is delivered after the cluster barrier: the barrier's release
+  // would wait for the stores `deliver` makes (the rest, where a thread has several, go at once).
+  const int channels = static_cast<int>(m.columns) * V;
+  const int helpers_from = group_warps < h.warps ? group_warps * width : 0, helpers = static_cast<int>(blockDim.x) - helpers_from;
+  const int kept_channel = static_cast<int>(threadIdx.x) - helpers_from;
+  GradientSums kept{{0.0f, 0.0f}};
+  for (int c = kept_channel; c >= 0 && c < channels; c += helpers) {
+    const GradientSums total = h.column_total(channel_scratch + (c % V) * h.entries(), c / V);
+    if (c == kept_channel) {
+      kept = total;
+    } else {
+      deliver(c, total);
+    }
+  }
+  if (m.cluster > 1) {
+    cluster_sync();
+  } else {
+    block_sync();
+  }
+  if (kept_channel >= 0 && kept_channel < channels) deliver(kept_channel, kept);
+  if (warp < group_warps) {
+    const GradientSums part = lane < m.cluster ? exchange[lane * band_groups + warp] : GradientSums{{0.0f, 0.0f}};
+    const GradientSums total = warp_butterfly_sum(part);
+    if (lane == 0) group_sums[warp] = total;
+  }
+  for (int k = group_warps + static_cast<int>(threadIdx.x); k < band_groups; k += static_cast<int>(blockDim.x)) {
+    GradientSums total = exchange[k];
+    for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * band_groups + k];
+    group_sums[k] = total;
+  }
+  block_sync();
+}
+
 /// The band's group of each of the thread's V channels.
 template <int V>
 HIPGRAD_DEVICE HIPGRAD_INLINE void band_groups_of(const StagedLane& l, Index group_channels, int (&group)[V]) {
@@ -333,11 +475,6 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void band_groups_of(const StagedLane& l, Index gro
   for (int e = 0; e < V; ++e) group[e] = static_cast<int>((l.column * V + e) / group_channels);
 }
 
-/// Whether every V-channel vector (at a multiple of V) holds channels of at most two groups of
-/// `group_channels` channels.
-HIPGRAD_HOST_DEVICE constexpr bool vector_in_two_groups(Index group_channels, int V) {
-  return group_channels + 1 >= V || 2 * group_channels == V;
-}
 
 /// The first wave of a staged grid: its clusters start together, copy together, then sum, meet at
 /// their cluster barriers and write together, and the blocks that later take their places keep
@@ -565,8 +702,17 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   }
 }
 
-/// Fused backward: per-channel (Σdz, Σdz·(x − μ)) over the unit (kept in `totals` for dγ/dβ when
-/// given), each group's γ-weighted sums from them, then dx (when given) from shared memory.
+/// Which meeting the staged backward's cluster holds: without an activation, group totals only
+/// (cluster_group_sums: each block keeps its own channel totals, `totals` is [N][cluster][C]);
+/// with Swish, channel totals (cluster_channel_totals: rank 0 keeps the unit's, `totals` is
+/// [N][C]), which ran 3–7% faster there: the Swish kernel is at its register cap, and holding the
+/// group halves beside the channel sums cost it more than the exchange (docs/perf-notes.md, step 43).
+template <Activation kActivation>
+inline constexpr bool kStagedGroupMeeting = kActivation == Activation::kIdentity;
+
+/// Fused backward: per-channel (Σdz, Σdz·(x − μ)) (kept in `totals` for dγ/dβ when given: see
+/// kStagedGroupMeeting), each group's γ-weighted sums over the unit, then dx (when given) from
+/// shared memory.
 template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     backward_staged_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
@@ -580,8 +726,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
   extern __shared__ uint4 staged[];
   __shared__ GradientSums group_sums[kOneReadMaxBandGroups];
   static_assert(kOneReadMaxBandGroups * sizeof(GradientSums) <= kStagedStaticBytes, "static arrays");
-  // The cluster exchanges per-channel partials ([cluster][band channels]): rank 0 keeps the
-  // unit's channel totals for dγ/dβ.
+  // The cluster exchanges per-group totals ([cluster][band groups], cluster_group_sums).
   float* const band_gamma = staged_region<float>(staged, layout.parameters_at);
   stagger_start(stagger, m.cluster);
   if (m.cluster > 1) cluster_arrive_relaxed();  // waited for before the first send to a peer
@@ -617,18 +762,31 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     for (int e = 0; e < V; ++e)
       accumulate<kActivation>(sums[e], type_convert<float>(dv[e]), type_convert<float>(xv[e]), state[e], swish_beta);
   });
-  GradientSums* const weighted = staged_region<GradientSums>(staged, layout.totals_at);
-  cluster_channel_totals<V>(sums, m, u.rank, staged_region<GradientSums>(staged, layout.scratch_at), layout.scratch_entries,
-                            staged_region<GradientSums>(staged, layout.exchange_at), [&](Index c, const GradientSums& total) {
-                              if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
-                              const float gamma_c = band_gamma[c];
-                              weighted[c] = GradientSums{{gamma_c * total[0], gamma_c * total[1]}};
-                            });
+  const bool with_dx = dx != nullptr;  // uniform across the cluster
+  GradientSums* const scratch = staged_region<GradientSums>(staged, layout.scratch_at);
+  GradientSums* const exchange = staged_region<GradientSums>(staged, layout.exchange_at);
+  if constexpr (kStagedGroupMeeting<kActivation>) {
+    // Each block's per-channel totals go to its own row of `totals` ([N][cluster][C]).
+    cluster_group_sums<V>(sums, state, group, m, g.group_channels, u.rank, band_gamma, scratch, exchange, with_dx, group_sums,
+                          [&](int c, const GradientSums& total) {
+                            if (totals != nullptr) totals[(u.n * m.cluster + u.rank) * g.c + u.c0 + c] = total;
+                          });
+  } else {
+    // The unit's per-channel totals over the cluster; rank 0 keeps them in `totals` ([N][C]).
+    GradientSums* const weighted = staged_region<GradientSums>(staged, layout.totals_at);
+    cluster_channel_totals<V>(sums, m, u.rank, scratch, layout.scratch_entries, exchange, [&](Index c, const GradientSums& total) {
+      if (u.rank == 0 && totals != nullptr) totals[u.n * g.c + u.c0 + c] = total;
+      const float gamma_c = band_gamma[c];
+      weighted[c] = GradientSums{{gamma_c * total[0], gamma_c * total[1]}};
+    });
+    if (with_dx) {
+      block_sync();
+      group_totals(weighted, g.group_channels, m.band_groups, group_sums);
+      block_sync();
+    }
+  }
 
-  if (dx != nullptr) {  // uniform across the cluster
-    block_sync();
-    group_totals(weighted, g.group_channels, m.band_groups, group_sums);
-    block_sync();
+  if (with_dx) {
     const float inverse_count = 1.0f / static_cast<float>(g.group_channels * g.spatial);
     DataGradient coefficients[V];
     HIPGRAD_UNROLL

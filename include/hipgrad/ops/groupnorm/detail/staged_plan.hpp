@@ -25,9 +25,14 @@ struct StagedBudget {
 inline constexpr StagedBudget kStagedForwardBudgets[] = {
     {true, kStagedForwardPairThreads}, {true, kStagedMaxThreads}, {false, kStagedMaxThreads}};
 inline constexpr StagedBudget kStagedBackwardBudgets[] = {{true, kStagedBackwardPairThreads}, {false, kStagedMaxThreads}};
-/// The narrowest band row: 160-byte rows of whole sectors ran best for the forward, narrower
-/// bands for the backward.
-inline constexpr Index kStagedForwardRowBytes = 128, kStagedBackwardRowBytes = 64;
+/// The backward meeting over groups (kStagedGroupMeeting) takes a multiprocessor per block: fp16
+/// 32×320×64×64 ran 0.117 ms in clusters of 8 such blocks against 0.125 in clusters of 16 blocks
+/// two to a multiprocessor, 16×640×32×32 0.040 against 0.046 (docs/perf-notes.md, step 43).
+inline constexpr StagedBudget kStagedBackwardGroupBudgets[] = {{false, kStagedMaxThreads}};
+/// The narrowest band row where the unit fits: whole 128-byte lines. The backward's 80-byte bands
+/// wrote half sectors from two clusters; with its meeting over groups, fp16 32×320×64×64 ran
+/// 0.127 ms in 80-byte bands and 0.117 in 160-byte ones (docs/perf-notes.md, steps 38 and 43).
+inline constexpr Index kStagedRowBytes = 128;
 /// Threads come in whole warps of this many lanes (NVIDIA 32, AMD up to 64).
 #if defined(HIPGRAD_BACKEND_CUDA)
 inline constexpr Index kStagedWarpGranule = 32;
@@ -105,32 +110,43 @@ inline std::size_t staged_pair_budget() {
   return per_block > taken ? per_block - taken : 0;
 }
 
-/// The dynamic shared memory of a staged block of `threads` threads over `tensors` tensors in
-/// cluster configuration `c` (StagedLayout; its bytes 0 when it needs more than `budget`): the
-/// cluster's exchange holds `exchanged` entries per rank, and the block `parameter_arrays` floats
-/// per channel. The scratch takes what the warps' partials of all V elements need, up to
-/// kStagedMaxThreads entries and what the budget leaves, but at least one entry per thread.
-inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int tensors, int V, Index exchanged,
-                                  int parameter_arrays, std::size_t budget) {
+/// Which staged kernel a plan is for: the forward, or the backward with its cluster meeting over
+/// group totals or over channel totals (kStagedGroupMeeting, staged_channels_last.hpp).
+enum class StagedOp { kForward, kBackwardGroups, kBackwardChannels };
+
+/// The dynamic shared memory of a staged block of `threads` threads in cluster configuration `c`
+/// for `op` (StagedLayout), its bytes 0 when it needs more than `budget`. The forward stages x and
+/// keeps γ, β and its channel totals; the backward stages x and dy and keeps γ (and, meeting over
+/// channels, their γ-weighted totals). The cluster exchanges a pair of floats per band group and
+/// rank, or per band channel and rank for the meeting over channels. The scratch takes what the
+/// warps' partials of all V elements need, up to kStagedMaxThreads entries and what the budget
+/// leaves, but at least one entry per thread; for the meeting over groups it must hold all of them
+/// and two group halves (cluster_group_sums).
+inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int V, StagedOp op, std::size_t budget) {
   constexpr std::size_t pair = sizeof(GradientSums);
   static_assert(sizeof(GradientSums) == 2 * sizeof(float), "the exchange, scratch and totals hold pairs of floats");
+  const bool forward = op == StagedOp::kForward, group_meeting = op == StagedOp::kBackwardGroups;
   const Index channels = c.columns * V;
+  const int tensors = forward ? 1 : 2, parameter_arrays = forward ? 2 : 1;
   StagedLayout l;
   const std::size_t staging = static_cast<std::size_t>(c.span * c.columns) * 16 * static_cast<std::size_t>(tensors);
+  const Index exchanged = op == StagedOp::kBackwardChannels ? channels : Index{c.band_groups};
   const std::size_t exchange = static_cast<std::size_t>(c.cluster * exchanged) * pair;
-  const std::size_t totals = static_cast<std::size_t>(channels) * pair;
+  const std::size_t totals = group_meeting ? 0 : static_cast<std::size_t>(channels) * pair;
   const std::size_t parameters = static_cast<std::size_t>(channels) * sizeof(float) * static_cast<std::size_t>(parameter_arrays);
   const std::size_t fixed = staging + exchange + totals + parameters;
-  const std::size_t least = static_cast<std::size_t>(threads) * pair;
-  if (fixed + least > budget || fixed + least > 0xffffffffu) return l;
   // One pass needs V entries per warp and column (warps · min(columns, warp width) ≤ threads; the
   // widest warp this build targets: a narrower one takes more passes).
   const Index width = kStagedWarpGranule, holders = c.columns < width ? c.columns : width;
-  Index entries = V * (threads / width) * holders;
-  if (entries > kStagedMaxThreads) entries = kStagedMaxThreads;
-  const Index room = static_cast<Index>((budget - fixed) / pair);
-  if (entries > room) entries = room;
-  if (entries < threads) entries = threads;
+  Index entries = (group_meeting ? V + 2 : V) * (threads / width) * holders;
+  if (!group_meeting) {
+    if (entries > kStagedMaxThreads) entries = kStagedMaxThreads;
+    const Index room = fixed < budget ? static_cast<Index>((budget - fixed) / pair) : 0;
+    if (entries > room) entries = room;
+    if (entries < threads) entries = threads;
+  }
+  const std::size_t bytes = fixed + static_cast<std::size_t>(entries) * pair;
+  if (bytes > budget || bytes > 0xffffffffu) return l;
   l.slots = static_cast<int>(ceil_div(c.span, c.rows_per_step));
   l.tensor_vectors = static_cast<int>(c.span * c.columns);  // fits: the block's bytes do
   l.scratch_entries = static_cast<int>(entries);
@@ -138,7 +154,7 @@ inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int tenso
   l.scratch_at = static_cast<unsigned>(staging + exchange);
   l.totals_at = static_cast<unsigned>(l.scratch_at + static_cast<std::size_t>(entries) * pair);
   l.parameters_at = static_cast<unsigned>(l.totals_at + totals);
-  l.bytes = static_cast<unsigned>(l.parameters_at + parameters);
+  l.bytes = static_cast<unsigned>(bytes);
   return l;
 }
 
@@ -171,50 +187,55 @@ hipError_t staged_opt_in(void (*kernel)(Params...), std::size_t bytes) {
   return e;
 }
 
-/// The staged plan of an op over x (and dy: `tensors` = 2) run by `kernel`, or an unusable one:
-/// the first budget tier that holds a band, and in it the cluster size (any up to
-/// kLargestClusterBlocks) that runs the units in the fewest rounds of resident clusters: the
-/// smallest that holds them all, or, of those with the fewest rounds, the largest. The runtime
-/// counts the resident clusters: it knows the registers, the shared memory and how clusters pack
-/// into the GPU's processor clusters (8 blocks of 81 KB pack 30 to an H100, 7 of 97 KB 32:
-/// docs/perf-notes.md, step 17).
-template <typename T, typename... Params>
-StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, int tensors,
-                       void (*kernel)(Params...)) {
-  constexpr int V = kVector16<T>;
-  StagedPlan plan;
-  if (algorithm != Algorithm::kStaged && algorithm != Algorithm::kAuto) return plan;
-  if (pl.path != Path::kChannelsLast || pl.vector != V) return plan;
-  const Index group_channels = x.c() / groups;
-  // The fewest adjacent groups of whole vectors whose row segment fills two sectors.
-  const bool forward = tensors == 1;
-  const Index min_row_bytes = forward ? kStagedForwardRowBytes : kStagedBackwardRowBytes;
+/// The fewest adjacent groups (dividing `groups`, of whole 16-byte vectors, at most
+/// kOneReadMaxBandGroups and kStagedMaxBandChannels channels) whose row segment reaches
+/// `row_bytes`, or the widest such band; 0 if none.
+inline int staged_band(Index groups, Index group_channels, int V, Index element_bytes, Index row_bytes) {
   int band = 0;
   for (int b = 1; b <= kOneReadMaxBandGroups && b * group_channels <= kStagedMaxBandChannels; ++b) {
     if (groups % b != 0 || b * group_channels % V != 0) continue;
     band = b;
-    if (b * group_channels * static_cast<Index>(sizeof(T)) >= min_row_bytes) break;
+    if (b * group_channels * element_bytes >= row_bytes) break;
   }
-  if (band == 0) return plan;
+  return band;
+}
+
+/// The staged plan of `op` over x in bands of `band` groups run by `kernel`, or an unusable one.
+/// The forward and the backward meeting over channels take the first budget tier that holds a
+/// band, and in it the cluster size (any up to kLargestClusterBlocks) that runs the units in the
+/// fewest rounds of resident clusters: the smallest that holds them all, or, of those with the
+/// fewest rounds, the largest. The runtime counts the resident clusters: it knows the registers,
+/// the shared memory and how clusters pack into the GPU's processor clusters (8 blocks of 81 KB
+/// pack 30 to an H100, 7 of 97 KB 32: docs/perf-notes.md, step 17). The backward meeting over
+/// groups takes the fewest rows a multiprocessor streams in turn (rounds × rows per block ×
+/// resident blocks per multiprocessor), then the smaller cluster: fewest rounds alone took fp16
+/// 32×320×64×64 to clusters of 6 (102 multiprocessors in use, 8 rounds: 0.120 ms) over clusters
+/// of 8 (120, 9 rounds: 0.117) (step 43).
+template <typename T, typename... Params>
+StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int band, void (*kernel)(Params...)) {
+  constexpr int V = kVector16<T>;
+  StagedPlan plan;
+  const Index group_channels = x.c() / groups;
   OneReadRows m;
   m.columns = band * group_channels / V;
   m.group_columns = m.columns / band;  // unused: a vector may hold channels of two groups
   m.positions = x.spatial_size();
   m.band_groups = band;
   plan.units = x.n() * (groups / band);
-  // The forward's cluster exchanges a group's Σ(x − shift), Σ(x − shift)² (its count is its size)
-  // and keeps γ and β per channel; the backward's exchanges a channel's Σdz, Σdz·(x − μ) and keeps γ.
-  const Index exchanged = forward ? Index{band} : band * group_channels;
-  const int parameter_arrays = forward ? 2 : 1;
+  const bool group_meeting = op == StagedOp::kBackwardGroups;
   const std::size_t device_budget = staged_budget(), pair_budget = staged_pair_budget();
   const auto opt_in = [&] { return staged_opt_in(kernel, device_budget); };
   const int most_blocks = cluster_launch_supported() ? kLargestClusterBlocks : 1;
-  const StagedBudget* tiers = forward ? kStagedForwardBudgets : kStagedBackwardBudgets;
-  const std::size_t tier_count = forward ? std::size(kStagedForwardBudgets) : std::size(kStagedBackwardBudgets);
+  const StagedBudget* tiers = op == StagedOp::kForward ? kStagedForwardBudgets
+                              : group_meeting          ? kStagedBackwardGroupBudgets
+                                                       : kStagedBackwardBudgets;
+  const std::size_t tier_count = op == StagedOp::kForward ? std::size(kStagedForwardBudgets)
+                                 : group_meeting          ? std::size(kStagedBackwardGroupBudgets)
+                                                          : std::size(kStagedBackwardBudgets);
+  Index best_rounds = 0, best_at_once = 0, best_cost = 0;
   for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
     const StagedBudget& tier = tiers[t];
     const std::size_t budget = tier.pair && pair_budget < device_budget ? pair_budget : device_budget;
-    Index best_rounds = 0, best_at_once = 0;
     for (int cluster = 1; cluster <= most_blocks; ++cluster) {
       OneReadRows c = m;
       c.deal_over(cluster);
@@ -222,20 +243,31 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       c.rows_per_step = staged_rows_per_step(c.columns, c.span, tier.most_threads);
       if (c.rows_per_step == 0) break;
       const Index threads = c.rows_per_step * c.columns;
-      const StagedLayout layout = staged_layout(c, threads, tensors, V, exchanged, parameter_arrays, budget);
+      const StagedLayout layout = staged_layout(c, threads, V, op, budget);
       if (layout.bytes == 0) continue;
       const Index resident = remembered_resident_clusters(kernel, static_cast<unsigned>(threads),
                                                           static_cast<unsigned>(cluster), layout.bytes, opt_in);
       if (resident <= 0) continue;
       const Index units_at_once = resident < plan.units ? resident : plan.units;
       const Index rounds = ceil_div(plan.units, units_at_once);
-      // The fewest rounds of resident units; on a tie, where units wait for a turn, the larger
-      // cluster, whose blocks, with fewer rows each, live shorter: clusters of 16 over 10 for
-      // 8×512×128×128 (step 17), of 7 (32 resident) over 6 (39) for the forward of fp16
-      // 32×320×64×64, 128 units in four rounds either way (step 31).
-      if (best_rounds == 0 || rounds < best_rounds || (rounds == best_rounds && rounds > 1)) {
+      // Rows each multiprocessor streams in turn: small blocks sit several to a multiprocessor.
+      const Index sms = Index{multiprocessors()} > 0 ? Index{multiprocessors()} : 1;
+      const Index blocks_per_multiprocessor = ceil_div(units_at_once * cluster, sms);
+      const Index cost = rounds * c.span * blocks_per_multiprocessor;
+      bool take;
+      if (group_meeting) {
+        take = best_cost == 0 || cost < best_cost;  // on a tie, the smaller cluster
+      } else {
+        // The fewest rounds of resident units; on a tie, where units wait for a turn, the larger
+        // cluster, whose blocks, with fewer rows each, live shorter: clusters of 16 over 10 for
+        // 8×512×128×128 (step 17), of 7 (32 resident) over 6 (39) for the forward of fp16
+        // 32×320×64×64, 128 units in four rounds either way (step 31).
+        take = best_rounds == 0 || rounds < best_rounds || (rounds == best_rounds && rounds > 1);
+      }
+      if (take) {
         best_rounds = rounds;
         best_at_once = units_at_once;
+        best_cost = cost;
         plan.usable = true;
         plan.rows = c;
         plan.layout = layout;
@@ -243,12 +275,36 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
       }
       if (units_at_once == plan.units) break;  // every unit at once: larger clusters only spread them
     }
-    // The first wave staggered (StagedStagger) where its units are clusters, which hold their blocks
-    // in step, and the grid runs enough rounds to pay for the wait. Over the bench list on the H100
-    // (docs/perf-notes.md, step 40) that held from 4 rounds on; with 1 or 2 rounds the wait cost up
-    // to 25%, and units of one block, which drift apart by themselves, lost up to 2%.
-    if (plan.usable && plan.cluster() > 1 && best_rounds >= kStaggerMinRounds)
-      plan.stagger = StagedStagger{static_cast<unsigned>(best_at_once), kStaggerStepNs};
+  }
+  // The first wave staggered (StagedStagger) where its units are clusters, which hold their blocks
+  // in step, and the grid runs enough rounds to pay for the wait. Over the bench list on the H100
+  // (docs/perf-notes.md, step 40) that held from 4 rounds on; with 1 or 2 rounds the wait cost up
+  // to 25%, and units of one block, which drift apart by themselves, lost up to 2%.
+  if (plan.usable && plan.cluster() > 1 && best_rounds >= kStaggerMinRounds)
+    plan.stagger = StagedStagger{static_cast<unsigned>(best_at_once), kStaggerStepNs};
+  return plan;
+}
+
+/// The staged plan of `op` over x run by `kernel`, or an unusable one: bands of whole 128-byte
+/// lines (kStagedRowBytes), and for the backward meeting over groups, where no cluster holds
+/// them, bands of 64 bytes (8×512×128×128 16-bit: 4 MB units against 2 MB); the backward meeting
+/// over channels keeps bands of 64 bytes, which ran best with it (step 43).
+template <typename T, typename... Params>
+StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, StagedOp op,
+                       void (*kernel)(Params...)) {
+  constexpr int V = kVector16<T>;
+  StagedPlan plan;
+  if (algorithm != Algorithm::kStaged && algorithm != Algorithm::kAuto) return plan;
+  if (pl.path != Path::kChannelsLast || pl.vector != V) return plan;
+  const Index group_channels = x.c() / groups, element_bytes = static_cast<Index>(sizeof(T));
+  const Index narrow = kStagedRowBytes / 2;
+  const Index first_row_bytes = op == StagedOp::kBackwardChannels ? narrow : kStagedRowBytes;
+  const int band = staged_band(groups, group_channels, V, element_bytes, first_row_bytes);
+  if (band == 0) return plan;
+  plan = plan_staged_band<T>(x, groups, op, band, kernel);
+  if (!plan.usable && op == StagedOp::kBackwardGroups) {
+    const int narrow_band = staged_band(groups, group_channels, V, element_bytes, narrow);
+    if (narrow_band != band) plan = plan_staged_band<T>(x, groups, op, narrow_band, kernel);
   }
   plan.usable = plan.usable && plan.blocks() <= 2147483647;  // a 1-D grid
   // kAuto takes it where the grid has a block for every multiprocessor: with fewer, the register
