@@ -177,12 +177,15 @@ __global__ void __launch_bounds__(kThreads)
 /// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c], from `totals` [N][parts][C]: each sample's
 /// sums come in `parts` pieces (1, or the staged backward's blocks per cluster, each of which
 /// keeps the totals of its own rows). A block takes kGammaBetaChannels adjacent channels (a warp
-/// reads a row of totals at once) and min(N·parts, kGammaBetaMaxRows) rows of it
+/// reads two rows of totals, 128 bytes each) and min(N·parts, kGammaBetaMaxRows) rows of it
 /// (blockDim.x / kGammaBetaChannels): row r sums i = r, r + rows, … in order, then the rows are
 /// added in order, so the bits depend on the sizes only. One thread per channel walking all N in
 /// sequence was a chain of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward.
-inline constexpr int kGammaBetaChannels = 32;
-inline constexpr int kGammaBetaMaxRows = 16;
+/// Blocks of 16 channels and up to 64 rows (twice the blocks, a quarter of the rows per thread)
+/// took the fp16 32×320×64×64 staged backward, whose fold has N·8 rows, from 0.1173 to 0.1161 ms
+/// against 32 channels and 16 rows (docs/perf-notes.md, step 44).
+inline constexpr int kGammaBetaChannels = 16;
+inline constexpr int kGammaBetaMaxRows = 64;
 inline constexpr int kGammaBetaBatch = 8;
 
 inline unsigned gamma_beta_threads(Index n) {
