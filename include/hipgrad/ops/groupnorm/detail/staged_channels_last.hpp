@@ -25,12 +25,14 @@
 /// sized to the plan (StagedLayout): a block whose static arrays were sized for the largest band
 /// and block left no room for two 6-block clusters' blocks on one multiprocessor.
 ///
-/// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order);
-/// the backward keeps each block's channel totals for dγ/dβ and adds each group's γ-weighted
-/// partials straight from the warps' (a warp per group, a fixed share per lane, then a butterfly),
-/// the forward per group over the block's channel totals (or, where each vector holds channels of
-/// at most two groups, over each thread's two group partials, added per column like channels),
-/// then over the cluster, where only group totals travel: the bits depend on the sizes only. The forward sums values around a shift per
+/// Sums: per channel over the block's threads (shuffles within a warp, then the warps in order).
+/// The backward without an activation keeps each block's channel totals for dγ/dβ and adds each
+/// group's γ-weighted partials straight from the warps' (a warp per group, a fixed share per lane,
+/// then a butterfly), then over the cluster, where only group totals travel; the backward through
+/// Swish adds its channel totals over the cluster, then per group (kStagedGroupMeeting). The
+/// forward adds per group over the block's channel totals (or, where each vector holds channels of
+/// at most two groups, over each thread's two group partials, added per column like channels), then
+/// over the cluster. The bits depend on the sizes only. The forward sums values around a shift per
 /// group (the group's first value of the unit: the same for every block of the cluster), so that
 /// channels and blocks combine by addition.
 #pragma once
