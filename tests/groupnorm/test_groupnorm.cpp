@@ -225,6 +225,29 @@ struct BackwardBuffers {
   }
 };
 
+/// A backward's inputs on the host, decimals from seeds first_seed, first_seed + 1, … (x, dy, γ,
+/// β, mean, rstd).
+template <typename T, typename TP>
+struct BackwardInputs {
+  Tensor<T> x, dy;
+  Tensor<TP> gamma, beta;
+  Tensor<float> mean, rstd;
+
+  BackwardInputs(const std::vector<Index>& lengths, const std::vector<Index>& strides, Index groups, int first_seed)
+      : x(lengths, strides), dy(lengths, strides), gamma({lengths[1]}), beta({lengths[1]}), mean({lengths[0], groups}),
+        rstd({lengths[0], groups}) {
+    fill(x, InitMethod::kDecimals, first_seed);
+    fill(dy, InitMethod::kDecimals, first_seed + 1);
+    fill(gamma, InitMethod::kDecimals, first_seed + 2);
+    fill(beta, InitMethod::kDecimals, first_seed + 3);
+    fill(mean, InitMethod::kDecimals, first_seed + 4);
+    fill(rstd, InitMethod::kDecimals, first_seed + 5);
+  }
+  BackwardBuffers<T, TP> on_device(std::size_t workspace_bytes) const {
+    return BackwardBuffers<T, TP>(x, dy, gamma, beta, mean, rstd, workspace_bytes);
+  }
+};
+
 enum class Outputs { kFused, kDataOnly, kGammaBetaOnly };
 
 template <typename T, typename TP>
@@ -390,16 +413,7 @@ void check_backward_repeatable(const std::vector<Index>& lengths, Index groups, 
   using Op = gn::Backward<T, TP>;
   const Index channels = lengths[1], stats = lengths[0] * groups;
   const std::vector<Index> strides(p.x.strides.begin(), p.x.strides.begin() + p.x.rank);
-  Tensor<T> x(lengths, strides), dy(lengths, strides);
-  Tensor<TP> gamma({channels}), beta({channels});
-  Tensor<float> mean({lengths[0], groups}), rstd({lengths[0], groups});
-  fill(x, InitMethod::kDecimals, 31);
-  fill(dy, InitMethod::kDecimals, 32);
-  fill(gamma, InitMethod::kDecimals, 33);
-  fill(beta, InitMethod::kDecimals, 34);
-  fill(mean, InitMethod::kDecimals, 35);
-  fill(rstd, InitMethod::kDecimals, 36);
-  BackwardBuffers<T, TP> d(x, dy, gamma, beta, mean, rstd, Op::workspace_size(p));
+  BackwardBuffers<T, TP> d = BackwardInputs<T, TP>(lengths, strides, groups, 31).on_device(Op::workspace_size(p));
   auto& [d_x, d_dy, d_gamma, d_beta, d_mean, d_rstd, d_dx, d_dgamma, d_dbeta, workspace] = d;
   ASSERT_GT(stats, 0);
   Tensor<T> first_dx(lengths, strides), dx_run(lengths, strides);
@@ -425,6 +439,60 @@ void check_backward_repeatable(const std::vector<Index>& lengths, Index groups, 
     EXPECT_EQ(std::memcmp(first_dgamma.data(), dgamma_run.data(), channels * sizeof(TP)), 0) << "dgamma, run " << run;
     EXPECT_EQ(std::memcmp(first_dbeta.data(), dbeta_run.data(), channels * sizeof(TP)), 0) << "dbeta, run " << run;
   }
+}
+
+/// The staged backward's fold takes each row of totals once its block releases a flag in the
+/// workspace (detail::TotalsFlags), and no one zeroes the flags: a call on a workspace that still
+/// holds another call's totals and flags must wait for its own. B on a poisoned workspace, then A
+/// (another dy), then B again on what A left: B's bits both times. The grid runs several rounds,
+/// so that the fold runs beside its last blocks and would read A's rows had it taken A's flags.
+template <typename T, typename TP>
+void check_fold_waits_for_its_own_totals(const std::vector<Index>& lengths, Index groups) {
+  SCOPED_TRACE(hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups));
+  gn::BackwardProblem p = gn::BackwardProblem::packed(lengths, groups, /*channels_last=*/true);
+  p.algorithm = gn::Algorithm::kStaged;
+  using Op = gn::Backward<T, TP>;
+  const Index channels = lengths[1];
+  const std::vector<Index> strides(p.x.strides.begin(), p.x.strides.begin() + p.x.rank);
+  BackwardBuffers<T, TP> d = BackwardInputs<T, TP>(lengths, strides, groups, 61).on_device(Op::workspace_size(p));
+  Tensor<T> other_dy(lengths, strides);
+  fill(other_dy, InitMethod::kIntegers, 67);
+  DeviceBuffer<T> d_other_dy = upload(other_dy);
+  const auto run = [&](const T* dy_on_device) {
+    poison(d.dx);
+    poison(d.dgamma);
+    poison(d.dbeta);
+    return Op::run(p, {dy_on_device, d.x.data(), d.gamma.data(), d.beta.data(), d.mean.data(), d.rstd.data(), d.dx.data(),
+                       d.dgamma.data(), d.dbeta.data()},
+                   d.workspace.data(), d.workspace.bytes(), nullptr);
+  };
+  ASSERT_TRUE(d.workspace.fill_bytes(0x5a).is_ok());
+  const Status st = run(d.dy.data());
+  if (not_applicable(p.algorithm, st)) return;
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  Tensor<T> first_dx(lengths, strides), dx_again(lengths, strides);
+  Tensor<TP> first_dgamma({channels}), first_dbeta({channels}), dgamma_again({channels}), dbeta_again({channels});
+  ASSERT_TRUE(d.dx.copy_to(first_dx).is_ok());
+  ASSERT_TRUE(d.dgamma.copy_to(first_dgamma).is_ok());
+  ASSERT_TRUE(d.dbeta.copy_to(first_dbeta).is_ok());
+  ASSERT_TRUE(run(d_other_dy.data()).is_ok());
+  ASSERT_TRUE(d.dgamma.copy_to(dgamma_again).is_ok());
+  EXPECT_NE(std::memcmp(first_dgamma.data(), dgamma_again.data(), channels * sizeof(TP)), 0) << "A's dγ equals B's";
+  ASSERT_TRUE(run(d.dy.data()).is_ok());
+  ASSERT_TRUE(d.dx.copy_to(dx_again).is_ok());
+  ASSERT_TRUE(d.dgamma.copy_to(dgamma_again).is_ok());
+  ASSERT_TRUE(d.dbeta.copy_to(dbeta_again).is_ok());
+  EXPECT_EQ(std::memcmp(first_dx.data(), dx_again.data(), first_dx.storage().size() * sizeof(T)), 0) << "dx";
+  EXPECT_EQ(std::memcmp(first_dgamma.data(), dgamma_again.data(), channels * sizeof(TP)), 0) << "dgamma";
+  EXPECT_EQ(std::memcmp(first_dbeta.data(), dbeta_again.data(), channels * sizeof(TP)), 0) << "dbeta";
+}
+
+TYPED_TEST(GroupNormTest, StagedFoldWaitsForItsOwnTotals) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  check_fold_waits_for_its_own_totals<T, TP>({16, 320, 32, 48}, 32);  // 10-channel groups in bands, clusters
+  check_fold_waits_for_its_own_totals<T, TP>({24, 64, 24, 24}, 4);    // a band of one group
 }
 
 TYPED_TEST(GroupNormTest, BackwardIsBitwiseRepeatable) {

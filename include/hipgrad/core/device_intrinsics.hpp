@@ -45,6 +45,18 @@ HIPGRAD_DEVICE HIPGRAD_INLINE int lane_id() {
 
 HIPGRAD_DEVICE HIPGRAD_INLINE void block_sync() { __syncthreads(); }
 
+/// Leaves the multiprocessor to other warps for about `ns` nanoseconds (a hint) while polling.
+HIPGRAD_DEVICE HIPGRAD_INLINE void sleep_nanoseconds(unsigned ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  __nanosleep(ns);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  (void)ns;
+  __builtin_amdgcn_s_sleep(4);  // 4 × 64 clocks
+#else
+  (void)ns;
+#endif
+}
+
 /// Brings the lanes of the warp back together after divergent code (loops of per-thread trip
 /// counts), so that the shuffles after it run as one instruction: without it, nvcc's shuffles
 /// take a lane-by-lane fallback on NVIDIA. AMD wavefronts run in lockstep already.

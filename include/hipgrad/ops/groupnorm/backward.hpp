@@ -77,7 +77,8 @@ class Backward {
     std::size_t bytes = 0;
     for (bool with_dx : {false, true}) {
       detail::WorkspaceCarver carver(nullptr, 0);
-      carve(plan(p, with_dx), p, carver);
+      const Plan pl = plan(p, with_dx);
+      carve(pl, staged_plan(pl, p), p, carver);
       bytes = carver.used() > bytes ? carver.used() : bytes;
     }
     return bytes;
@@ -90,11 +91,11 @@ class Backward {
     HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward"));
     const detail::OneReadPlan one_read = one_read_plan(pl, p, a);
     HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read));
-    detail::WorkspaceCarver carver(workspace, workspace_bytes);
-    const Buffers b = carve(pl, p, carver);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
     const detail::StagedPlan staged = staged_plan(pl, p);
     HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged));
+    detail::WorkspaceCarver carver(workspace, workspace_bytes);
+    const Buffers b = carve(pl, staged, p, carver);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
     if (staged.usable) return run_staged(staged, pl, p, a, b, stream);
     if (one_read.usable) {
       if (p.activation == Activation::kSwish) return run_one_read<Activation::kSwish>(one_read, pl, p, a, b, stream);
@@ -124,6 +125,7 @@ class Backward {
     detail::GradientSums* partials;
     detail::GradientSums* totals;
     detail::DataGradient* coefficients;
+    unsigned long long* ready;  ///< the staged blocks' flags (detail::TotalsFlags)
   };
 
   /// Bytes of x and of dy per thread, and the block sizes their registers allow
@@ -146,10 +148,16 @@ class Backward {
     return groups ? detail::StagedOp::kBackwardGroups : detail::StagedOp::kBackwardChannels;
   }
 
-  /// Rows of totals per sample: one per block of a cluster where the staged kernel meets over
-  /// groups (kStagedGroupMeeting), else one.
+  /// Whether the staged kernel meets over groups (kStagedGroupMeeting): then each block keeps the
+  /// totals of its own rows, one row per block of a cluster per sample, and releases a flag for
+  /// the fold once they are written (detail::TotalsFlags).
+  static bool staged_group_meeting(const detail::StagedPlan& staged, const BackwardProblem& p) {
+    return staged.usable && staged_op(p) == detail::StagedOp::kBackwardGroups;
+  }
+
+  /// Rows of totals per sample.
   static std::size_t totals_parts(const detail::StagedPlan& staged, const BackwardProblem& p) {
-    return staged.usable && staged_op(p) == detail::StagedOp::kBackwardGroups ? static_cast<std::size_t>(staged.cluster()) : 1;
+    return staged_group_meeting(staged, p) ? static_cast<std::size_t>(staged.cluster()) : 1;
   }
 
   static detail::StagedPlan staged_plan(const Plan& pl, const BackwardProblem& p) {
@@ -162,10 +170,13 @@ class Backward {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
     const auto kernel = staged_kernel(p);
+    detail::TotalsFlags ready;
+    if (a.dgamma && staged_group_meeting(plan, p))
+      ready = detail::TotalsFlags{b.ready, detail::next_totals_generation(), plan.rows.band_groups * pl.geometry.group_channels};
     HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
                                                   plan.rows, plan.layout, plan.stagger, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
-                                                  a.dgamma ? b.totals : nullptr));
-    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, static_cast<int>(totals_parts(plan, p)), stream)
+                                                  a.dgamma ? b.totals : nullptr, ready));
+    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, static_cast<int>(totals_parts(plan, p)), stream, ready)
                     : Status::ok();
   }
 
@@ -194,13 +205,16 @@ class Backward {
     return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, 1, stream) : Status::ok();
   }
 
-  /// dγ/dβ from `totals`, [N][parts][C] (backward_gamma_beta).
+  /// dγ/dβ from `totals`, [N][parts][C] (backward_gamma_beta), once the grid before it has
+  /// completed or, with `ready`'s flags, row by row as they are released.
   static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals, int parts,
-                                  hipStream_t stream) {
+                                  hipStream_t stream, const detail::TotalsFlags& ready = {}) {
     const unsigned threads = detail::gamma_beta_threads(g.n * parts);
     const auto blocks = static_cast<unsigned>(ceil_div(g.c, Index{detail::kGammaBetaChannels}));
-    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals, parts,
-                                            g, a.rstd, a.dgamma, a.dbeta),
+    const auto kernel = ready.flags != nullptr ? detail::backward_gamma_beta<TParam, true>
+                                               : detail::backward_gamma_beta<TParam, false>;
+    return status_from_hip(launch_dependent(kernel, blocks, threads, 0, stream, totals, parts, g, a.rstd, a.dgamma, a.dbeta,
+                                            ready),
                            "launch of backward_gamma_beta", __FILE__, __LINE__);
   }
 
@@ -212,12 +226,14 @@ class Backward {
     return detail::make_plan<T>(p.x, p.groups, others, with_dx ? 2 : 1, pointers);
   }
 
-  static Buffers carve(const Plan& pl, const BackwardProblem& p, detail::WorkspaceCarver& carver) {
+  static Buffers carve(const Plan& pl, const detail::StagedPlan& staged, const BackwardProblem& p,
+                       detail::WorkspaceCarver& carver) {
     const std::size_t nc = static_cast<std::size_t>(p.x.n() * p.x.c());
     Buffers b;
     b.partials = carver.take<detail::GradientSums>(static_cast<std::size_t>(pl.tiles));
-    b.totals = carver.take<detail::GradientSums>(nc * totals_parts(staged_plan(pl, p), p));
+    b.totals = carver.take<detail::GradientSums>(nc * totals_parts(staged, p));
     b.coefficients = carver.take<detail::DataGradient>(nc);
+    b.ready = carver.take<unsigned long long>(staged_group_meeting(staged, p) ? static_cast<std::size_t>(staged.blocks()) : 0);
     return b;
   }
 

@@ -9,6 +9,10 @@
 /// M = C/G · spatial. Summing dz·(x − μ) rather than dz·x avoids cancelling against μ·Σdz.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <random>
+
 #include "hipgrad/core/array.hpp"
 #include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
@@ -174,6 +178,33 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[n * g.c + c0 + i] = DataGradient{rs * type_convert<float>(gamma[c0 + i]), q, r};
 }
 
+/// Where the fold (backward_gamma_beta) learns that rows of totals are written. With `flags` null,
+/// once the grid before it has completed. Otherwise each block of the staged backward's grid
+/// releases flags[blockIdx.x] = `generation` after its channel totals (blocks are (unit, rank),
+/// units (n, band) of `band_channels` channels), and the fold takes row (n, part) of band b once
+/// flags[(n·bands + b)·parts + part] holds it, so that its loads and sums run while the grid's
+/// last blocks still write dx instead of after the grid: 1.3–1.7 µs off the fp16/bf16
+/// 32×320×64×64 backward (docs/perf-notes.md, step 45). The flags live in the caller's workspace,
+/// never zeroed: `generation` is new for every call (next_totals_generation), so what an earlier
+/// call (or the memory's last owner) left there never reads as this call's.
+struct TotalsFlags {
+  unsigned long long* flags = nullptr;
+  unsigned long long generation = 0;
+  Index band_channels = 0;
+};
+
+/// A tag no earlier call of this process used: odd (never a zeroed word), from a random start
+/// per process, so that a tag another process left in reused memory matches with a chance of the
+/// order of its calls / 2^63.
+inline unsigned long long next_totals_generation() {
+  static std::atomic<unsigned long long> next{[] {
+    std::random_device device;
+    const auto now = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return (static_cast<unsigned long long>(device()) << 32 ^ device() ^ now * 0x9e3779b97f4a7c15ull) >> 1;
+  }()};
+  return next.fetch_add(1, std::memory_order_relaxed) << 1 | 1;
+}
+
 /// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c], from `totals` [N][parts][C]: each sample's
 /// sums come in `parts` pieces (1, or the staged backward's blocks per cluster, each of which
 /// keeps the totals of its own rows). A block takes kGammaBetaChannels adjacent channels (a warp
@@ -183,7 +214,9 @@ __global__ void __launch_bounds__(kThreads)
 /// sequence was a chain of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward.
 /// Blocks of 16 channels and up to 64 rows (twice the blocks, a quarter of the rows per thread)
 /// took the fp16 32×320×64×64 staged backward, whose fold has N·8 rows, from 0.1173 to 0.1161 ms
-/// against 32 channels and 16 rows (docs/perf-notes.md, step 44).
+/// against 32 channels and 16 rows (docs/perf-notes.md, step 44). `ready` says when rows may be
+/// read (TotalsFlags): kFlagged with flags, else after the grid before it (the kernel without
+/// flags is kept apart so that the paths without them run the same code as before).
 inline constexpr int kGammaBetaChannels = 16;
 inline constexpr int kGammaBetaMaxRows = 64;
 inline constexpr int kGammaBetaBatch = 8;
@@ -192,11 +225,30 @@ inline unsigned gamma_beta_threads(Index n) {
   return static_cast<unsigned>(kGammaBetaChannels * (n < kGammaBetaMaxRows ? n : kGammaBetaMaxRows));
 }
 
-template <typename TParam>
+/// Waits until the staged blocks of rows i0 + b·rows (b < kGammaBetaBatch, below `count`) of
+/// `band` have released their flags: the batch's flags read together, then a short sleep while
+/// any is not yet set.
+HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_rows(const TotalsFlags& ready, Index i0, int rows, Index count, int parts,
+                                                 Index bands, Index band) {
+  for (;;) {
+    bool all = true;
+    HIPGRAD_UNROLL
+    for (int b = 0; b < kGammaBetaBatch; ++b) {
+      const Index i = i0 + Index{b} * rows;
+      if (i < count) all = all && acquire_flag(ready.flags + (i / parts * bands + band) * parts + i % parts) == ready.generation;
+    }
+    if (all) return;
+    sleep_nanoseconds(256);
+  }
+}
+
+template <typename TParam, bool kFlagged>
 __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
     backward_gamma_beta(const GradientSums* __restrict__ totals, int parts, Geometry g, const float* __restrict__ rstd,
-                        TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
-  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
+                        TParam* __restrict__ dgamma, TParam* __restrict__ dbeta, TotalsFlags ready) {
+  // A dependent launch: before any memory access, or, with flags, before it completes
+  // (dependent_launch.hpp); rstd is the op's input.
+  if constexpr (!kFlagged) wait_for_prior_grids();
   allow_dependent_grids();
   const int rows = static_cast<int>(blockDim.x) / kGammaBetaChannels;
   const int lane = static_cast<int>(threadIdx.x) % kGammaBetaChannels, row = static_cast<int>(threadIdx.x) / kGammaBetaChannels;
@@ -204,6 +256,7 @@ __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
   GradientSums sums{{0.0f, 0.0f}};  // (Σ S1, Σ rstd·S2) over this row's samples
   if (c < g.c) {
     const Index group = c / g.group_channels;
+    const Index bands = kFlagged ? g.c / ready.band_channels : 0, band = kFlagged ? c / ready.band_channels : 0;
     // kGammaBetaBatch rows' loads in flight before their sums, which add in row order: a load per
     // add made the fold a chain of round trips over the staged backward's N·cluster rows (fp16
     // 32×320×64×64: 0.1349 against 0.1264 ms; docs/perf-notes.md, step 43).
@@ -214,8 +267,13 @@ __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
       HIPGRAD_UNROLL
       for (int b = 0; b < kGammaBetaBatch; ++b) {
         const Index i = i0 + Index{b} * rows;
-        t[b] = i < count ? totals[i * g.c + c] : GradientSums{{0.0f, 0.0f}};
         scale[b] = i < count ? rstd[i / parts * g.groups + group] : 0.0f;
+      }
+      if constexpr (kFlagged) wait_for_rows(ready, i0, rows, count, parts, bands, band);
+      HIPGRAD_UNROLL
+      for (int b = 0; b < kGammaBetaBatch; ++b) {
+        const Index i = i0 + Index{b} * rows;
+        t[b] = i < count ? totals[i * g.c + c] : GradientSums{{0.0f, 0.0f}};
       }
       HIPGRAD_UNROLL
       for (int b = 0; b < kGammaBetaBatch; ++b) {
@@ -227,10 +285,12 @@ __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
   __shared__ GradientSums row_sums[kGammaBetaMaxRows][kGammaBetaChannels];
   row_sums[row][lane] = sums;
   block_sync();
-  if (row != 0 || c >= g.c) return;
-  for (int r = 1; r < rows; ++r) sums = sums + row_sums[r][lane];
-  dgamma[c] = type_convert<TParam>(sums[1]);
-  dbeta[c] = type_convert<TParam>(sums[0]);
+  if (row == 0 && c < g.c) {
+    for (int r = 1; r < rows; ++r) sums = sums + row_sums[r][lane];
+    dgamma[c] = type_convert<TParam>(sums[1]);
+    dbeta[c] = type_convert<TParam>(sums[0]);
+  }
+  if constexpr (kFlagged) wait_for_prior_grids();  // no block completes before the staged grid has
 }
 
 // ---- dx ----------------------------------------------------------------------------------------

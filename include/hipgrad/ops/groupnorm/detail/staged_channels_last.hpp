@@ -307,15 +307,29 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void block_column_totals(Value (&sums)[V], const O
   }
 }
 
-/// Stores `value` at `at` of `exchange` in every block of the cluster (this block's own when the
+/// Stores `value` at `at` of `exchange` in block `to` of the cluster (this block's own when the
 /// cluster is one block).
 template <typename Value>
-HIPGRAD_DEVICE HIPGRAD_INLINE void send_to_cluster(Value* exchange, Index at, const Value& value, int cluster) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void send_to_rank(Value* exchange, Index at, const Value& value, int to, int cluster) {
   if (cluster == 1) {
     exchange[at] = value;
   } else {
-    for (int r = 0; r < cluster; ++r) cluster_peer(exchange, r)[at] = value;
+    cluster_peer(exchange, to)[at] = value;
   }
+}
+
+/// Stores `value` at `at` of `exchange` in every block of the cluster.
+template <typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE void send_to_cluster(Value* exchange, Index at, const Value& value, int cluster) {
+  for (int r = 0; r < cluster; ++r) send_to_rank(exchange, at, value, r, cluster);
+}
+
+/// Slot `at` of the ranks' partials in `exchange` ([cluster][stride]) added in rank order.
+template <typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE Value ranks_total(const Value* exchange, Index at, Index stride, int cluster) {
+  Value total = exchange[at];
+  for (int r = 1; r < cluster; ++r) total = total + exchange[r * stride + at];
+  return total;
 }
 
 /// The cluster's per-channel totals of every thread's V per-element `sums`, then, for each channel
@@ -337,11 +351,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(Value (&sums)[V], cons
   } else {
     block_sync();
   }
-  for (Index c = threadIdx.x; c < channels; c += blockDim.x) {
-    Value total = exchange[c];
-    for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * channels + c];
-    visit(c, total);
-  }
+  for (Index c = threadIdx.x; c < channels; c += blockDim.x) visit(c, ranks_total(exchange, c, channels, m.cluster));
 }
 
 /// Whether every V-channel vector (at a multiple of V) holds channels of at most two groups of
@@ -349,6 +359,37 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_channel_totals(Value (&sums)[V], cons
 HIPGRAD_HOST_DEVICE constexpr bool vector_in_two_groups(Index group_channels, int V) {
   return group_channels + 1 >= V || 2 * group_channels == V;
 }
+
+/// A thread's V per-channel `values` added per group where its vector holds channels of at most two
+/// (vector_in_two_groups): halves[0] those of its vector's first group, halves[1] the next one's.
+/// The block then adds two values per column instead of V.
+template <int V, typename Value>
+HIPGRAD_DEVICE HIPGRAD_INLINE void add_group_halves(const Value (&values)[V], const int (&group)[V], Value (&halves)[2]) {
+  halves[0] = halves[1] = Value{};
+  HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    if (group[e] == group[0]) {
+      halves[0] = halves[0] + values[e];
+    } else {
+      halves[1] = halves[1] + values[e];
+    }
+  }
+}
+
+/// The band's columns [first, last] that hold channels of group k, where every vector holds
+/// channels of at most two groups, and which half (add_group_halves) of a column is k's.
+struct GroupColumns {
+  int first, last;
+
+  HIPGRAD_DEVICE static GroupColumns of(int k, int group_channels, int V) {
+    return GroupColumns{k * group_channels / V, ((k + 1) * group_channels - 1) / V};
+  }
+  HIPGRAD_DEVICE int count() const { return last - first + 1; }
+  /// 0 where k is the column's first group, 1 where it is its second.
+  HIPGRAD_DEVICE static int half(int column, int k, int group_channels, int V) {
+    return column * V / group_channels == k ? 0 : 1;
+  }
+};
 
 /// The fused backward's meeting: the block's per-channel totals of every thread's V per-element
 /// `sums` (channel column·V + e), delivered once each as deliver(channel, total), and, where
@@ -377,16 +418,10 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_group_sums(GradientSums (&sums)[V], c
   const bool two_groups = vector_in_two_groups(group_channels, V);
   const ColumnHolders h = ColumnHolders::of(m);
   GradientSums* const channel_scratch = scratch + 2 * h.entries();  // [e][warp][holder]; the halves before it
-  GradientSums halves[2] = {GradientSums{{0.0f, 0.0f}}, GradientSums{{0.0f, 0.0f}}};
+  GradientSums weighted[V], halves[2];
   HIPGRAD_UNROLL
-  for (int e = 0; e < V; ++e) {
-    const GradientSums weighted{{state[e].gamma * sums[e][0], state[e].gamma * sums[e][1]}};
-    if (group[e] == group[0]) {
-      halves[0] = halves[0] + weighted;
-    } else {
-      halves[1] = halves[1] + weighted;
-    }
-  }
+  for (int e = 0; e < V; ++e) weighted[e] = GradientSums{{state[e].gamma * sums[e][0], state[e].gamma * sums[e][1]}};
+  add_group_halves<V>(weighted, group, halves);
   column_shuffles<2>(halves, m);
   column_shuffles<V>(sums, m);
   h.store<2>(halves, 0, 2, scratch);
@@ -401,11 +436,10 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_group_sums(GradientSums (&sums)[V], c
   const auto group_share = [&](int k, int first_lane, int lanes) {
     GradientSums total{{0.0f, 0.0f}};
     if (two_groups) {
-      const int first = k * gc / V, last = ((k + 1) * gc - 1) / V;
-      for (int i = first_lane; i < (last - first + 1) * per_column; i += lanes) {
-        const int column = first + i / per_column, at = h.entry(column, i % per_column);
-        const int half = column * V / gc == k ? 0 : 1;  // k is the column's first group, or its second
-        if (at >= 0) total = total + scratch[half * h.entries() + at];
+      const GroupColumns columns = GroupColumns::of(k, gc, V);
+      for (int i = first_lane; i < columns.count() * per_column; i += lanes) {
+        const int column = columns.first + i / per_column, at = h.entry(column, i % per_column);
+        if (at >= 0) total = total + scratch[GroupColumns::half(column, k, gc, V) * h.entries() + at];
       }
     } else {
       for (int i = first_lane; i < gc * per_column; i += lanes) {
@@ -418,24 +452,16 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_group_sums(GradientSums (&sums)[V], c
     }
     return total;
   };
-  const auto send = [&](int k, const GradientSums& total, int to) {
-    if (m.cluster == 1) {
-      exchange[k] = total;
-    } else {
-      cluster_peer(exchange, to)[rank * band_groups + k] = total;
-    }
-  };
   // A warp per group, one group each: the shuffles stay out of loops, which cost the fp16
   // 32×320×64×64 backward 8% (docs/perf-notes.md, step 43). Groups past the warps (small groups in
   // narrow blocks) take a thread each.
   const int group_warps = band_groups < h.warps ? band_groups : h.warps;
   if (warp < group_warps) {
     const GradientSums total = warp_butterfly_sum(group_share(warp, lane, width));
-    if (lane < m.cluster) send(warp, total, lane);
+    if (lane < m.cluster) send_to_rank(exchange, rank * band_groups + warp, total, lane, m.cluster);
   }
   for (int k = group_warps + static_cast<int>(threadIdx.x); k < band_groups; k += static_cast<int>(blockDim.x)) {
-    const GradientSums total = group_share(k, 0, 1);
-    for (int r = 0; r < m.cluster; ++r) send(k, total, r);
+    send_to_cluster(exchange, rank * band_groups + k, group_share(k, 0, 1), m.cluster);
   }
   // A thread's first channel total is delivered after the cluster barrier: the barrier's release
   // would wait for the stores `deliver` makes (the rest, where a thread has several, go at once).
@@ -462,11 +488,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_group_sums(GradientSums (&sums)[V], c
     const GradientSums total = warp_butterfly_sum(part);
     if (lane == 0) group_sums[warp] = total;
   }
-  for (int k = group_warps + static_cast<int>(threadIdx.x); k < band_groups; k += static_cast<int>(blockDim.x)) {
-    GradientSums total = exchange[k];
-    for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * band_groups + k];
-    group_sums[k] = total;
-  }
+  for (int k = group_warps + static_cast<int>(threadIdx.x); k < band_groups; k += static_cast<int>(blockDim.x))
+    group_sums[k] = ranks_total(exchange, k, band_groups, m.cluster);
   block_sync();
 }
 
@@ -505,7 +528,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void stagger_start(const StagedStagger& stagger, i
   unsigned start, now;
   asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(start));
   do {
-    __nanosleep(256);
+    sleep_nanoseconds(256);
     asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(now));
   } while (now - start < wait);
 #else
@@ -602,29 +625,20 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   };
   const ColumnHolders holders = ColumnHolders::of(m);
   if (vector_in_two_groups(g.group_channels, V) && 2 * holders.entries() <= layout.scratch_entries) {
-    // Each thread first adds its vector's channels per group (its first group, and the next one),
-    // so the block adds two values per column instead of V, and each group's thread adds the
+    // Each thread first adds its vector's channels per group, and each group's thread adds the
     // warps' partials of its columns straight from the scratch: one barrier, not two per pass.
-    Sums halves[2] = {Sums{{0.0f, 0.0f}}, Sums{{0.0f, 0.0f}}};
-    HIPGRAD_UNROLL
-    for (int e = 0; e < V; ++e) {
-      if (group[e] == group[0]) {
-        halves[0] = halves[0] + own[e];
-      } else {
-        halves[1] = halves[1] + own[e];
-      }
-    }
+    Sums halves[2];
+    add_group_halves<V>(own, group, halves);
     column_shuffles<2>(halves, m);
     holders.store<2>(halves, 0, 2, scratch);
     block_sync();
     if (m.cluster > 1) cluster_wait();  // every peer has started
+    const int gc = static_cast<int>(g.group_channels);
     for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {
-      const int first = static_cast<int>(k * g.group_channels / V), last = static_cast<int>(((k + 1) * g.group_channels - 1) / V);
+      const GroupColumns columns = GroupColumns::of(k, gc, V);
       Sums total{{0.0f, 0.0f}};
-      for (int column = first; column <= last; ++column) {
-        const bool first_half = column * V / g.group_channels == k;  // k is the column's first group
-        total = total + holders.column_total(scratch + (first_half ? 0 : holders.entries()), column);
-      }
+      for (int column = columns.first; column <= columns.last; ++column)
+        total = total + holders.column_total(scratch + GroupColumns::half(column, k, gc, V) * holders.entries(), column);
       send_group_total(k, total);
     }
   } else {
@@ -642,8 +656,7 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
   }
   const float group_count = static_cast<float>(g.group_channels * m.positions);
   for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {
-    Sums total = exchange[k];
-    for (int r = 1; r < m.cluster; ++r) total = total + exchange[r * m.band_groups + k];
+    const Sums total = ranks_total(exchange, k, m.band_groups, m.cluster);
     const Moments moments = ShiftedSums::moments(group_shifts[k], total[0], total[1], group_count);
     statistics[k] = GroupStatistics{moments.mean, 1.0f / sqrtf(moments.variance() + epsilon)};
   }
@@ -722,7 +735,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                                   StagedStagger stagger,
                                   const float* __restrict__ mean, const float* __restrict__ rstd,
                                   const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
-                                  GradientSums* __restrict__ totals) {
+                                  GradientSums* __restrict__ totals, TotalsFlags ready) {
   allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
@@ -773,6 +786,11 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                           [&](int c, const GradientSums& total) {
                             if (totals != nullptr) totals[(u.n * m.cluster + u.rank) * g.c + u.c0 + c] = total;
                           });
+    // The block's totals are written (cluster_group_sums ends on a barrier): the fold may take
+    // them while this grid still runs. Thread 0 waits for their stores before its dx; a release
+    // after dx instead held every block until its dx stores landed: 0.1195 against 0.1144 ms here
+    // (0.1157 without flags; docs/perf-notes.md, step 45).
+    if (ready.flags != nullptr && threadIdx.x == 0) release_flag(ready.flags + blockIdx.x, ready.generation);
   } else {
     // The unit's per-channel totals over the cluster; rank 0 keeps them in `totals` ([N][C]).
     GradientSums* const weighted = staged_region<GradientSums>(staged, layout.totals_at);

@@ -114,6 +114,19 @@ inline std::size_t staged_pair_budget() {
 /// group totals or over channel totals (kStagedGroupMeeting, staged_channels_last.hpp).
 enum class StagedOp { kForward, kBackwardGroups, kBackwardChannels };
 
+/// The budget tiers `op` tries, in order.
+struct StagedBudgets {
+  const StagedBudget* first;
+  std::size_t count;
+};
+inline StagedBudgets staged_budgets(StagedOp op) {
+  switch (op) {
+    case StagedOp::kForward: return {kStagedForwardBudgets, std::size(kStagedForwardBudgets)};
+    case StagedOp::kBackwardGroups: return {kStagedBackwardGroupBudgets, std::size(kStagedBackwardGroupBudgets)};
+    default: return {kStagedBackwardBudgets, std::size(kStagedBackwardBudgets)};
+  }
+}
+
 /// The dynamic shared memory of a staged block of `threads` threads in cluster configuration `c`
 /// for `op` (StagedLayout), its bytes 0 when it needs more than `budget`. The forward stages x and
 /// keeps γ, β and its channel totals; the backward stages x and dy and keeps γ (and, meeting over
@@ -226,15 +239,10 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
   const std::size_t device_budget = staged_budget(), pair_budget = staged_pair_budget();
   const auto opt_in = [&] { return staged_opt_in(kernel, device_budget); };
   const int most_blocks = cluster_launch_supported() ? kLargestClusterBlocks : 1;
-  const StagedBudget* tiers = op == StagedOp::kForward ? kStagedForwardBudgets
-                              : group_meeting          ? kStagedBackwardGroupBudgets
-                                                       : kStagedBackwardBudgets;
-  const std::size_t tier_count = op == StagedOp::kForward ? std::size(kStagedForwardBudgets)
-                                 : group_meeting          ? std::size(kStagedBackwardGroupBudgets)
-                                                          : std::size(kStagedBackwardBudgets);
+  const StagedBudgets tiers = staged_budgets(op);
   Index best_rounds = 0, best_at_once = 0, best_cost = 0;
-  for (std::size_t t = 0; t < tier_count && !plan.usable; ++t) {
-    const StagedBudget& tier = tiers[t];
+  for (std::size_t t = 0; t < tiers.count && !plan.usable; ++t) {
+    const StagedBudget& tier = tiers.first[t];
     const std::size_t budget = tier.pair && pair_budget < device_budget ? pair_budget : device_budget;
     for (int cluster = 1; cluster <= most_blocks; ++cluster) {
       OneReadRows c = m;
@@ -250,12 +258,12 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
       if (resident <= 0) continue;
       const Index units_at_once = resident < plan.units ? resident : plan.units;
       const Index rounds = ceil_div(plan.units, units_at_once);
-      // Rows each multiprocessor streams in turn: small blocks sit several to a multiprocessor.
-      const Index sms = Index{multiprocessors()} > 0 ? Index{multiprocessors()} : 1;
-      const Index blocks_per_multiprocessor = ceil_div(units_at_once * cluster, sms);
-      const Index cost = rounds * c.span * blocks_per_multiprocessor;
+      Index cost = 0;
       bool take;
       if (group_meeting) {
+        // Rows each multiprocessor streams in turn: small blocks sit several to a multiprocessor.
+        const Index sms = Index{multiprocessors()} > 0 ? Index{multiprocessors()} : 1;
+        cost = rounds * c.span * ceil_div(units_at_once * cluster, sms);
         take = best_cost == 0 || cost < best_cost;  // on a tie, the smaller cluster
       } else {
         // The fewest rounds of resident units; on a tie, where units wait for a turn, the larger
