@@ -441,11 +441,12 @@ void check_backward_repeatable(const std::vector<Index>& lengths, Index groups, 
   }
 }
 
-/// The staged backward's fold takes each row of totals once its block releases a flag in the
-/// workspace (detail::TotalsFlags), and no one zeroes the flags: a call on a workspace that still
-/// holds another call's totals and flags must wait for its own. B on a poisoned workspace, then A
-/// (another dy), then B again on what A left: B's bits both times. The grid runs several rounds,
-/// so that the fold runs beside its last blocks and would read A's rows had it taken A's flags.
+/// The staged backward's fold blocks take each row of totals once its block releases a flag in
+/// the workspace (detail::TotalsFlags), and no one zeroes the flags: a call on a workspace that
+/// still holds another call's totals and flags must wait for its own. B on a poisoned workspace,
+/// then A (another dy), then B again on what A left: B's bits both times. The grid runs several
+/// rounds, so that the fold runs beside its last blocks and would read A's rows had it taken A's
+/// flags.
 template <typename T, typename TP>
 void check_fold_waits_for_its_own_totals(const std::vector<Index>& lengths, Index groups) {
   SCOPED_TRACE(hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups));
@@ -736,6 +737,25 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
     EXPECT_EQ(st.code(), hipgrad::StatusCode::kNotSupported) << st.to_string();
     EXPECT_NE(st.message().find("staged"), std::string::npos) << st.to_string();
   }
+}
+
+// The staged backward meeting over groups folds dγ/dβ in blocks of its own grid
+// (detail::staged_fold): a block per 16 channels, but at most one cluster fewer than the GPU holds
+// at once, so where the channels outnumber them each fold block takes several chunks in turn, as
+// with 8192 channels in clusters of one block (the plan read from the op's name: "_fold<blocks>").
+TYPED_TEST(GroupNormTest, StagedFoldBlocksTakeSeveralChunks) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  const Case c{{1, 8192, 16, 16}, 512};
+  gn::BackwardProblem p = gn::BackwardProblem::packed(c.lengths, c.groups, /*channels_last=*/true);
+  p.algorithm = gn::Algorithm::kStaged;
+  const std::string name = gn::Backward<T, TP>::name(p);
+  const Index fold_blocks = staged_plan_number(name, "_fold"), chunks = 8192 / 16;
+  ASSERT_GT(fold_blocks, 0) << name;
+  if (fold_blocks >= chunks) GTEST_SKIP() << "this GPU holds a fold block per chunk of channels: " << name;
+  for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals})
+    check_backward<T, TP>(c, Layout::kNHWC, Activation::kIdentity, init, Outputs::kFused, gn::Algorithm::kStaged);
 }
 
 // A staged grid of clusters that runs four rounds or more starts its first wave staggered

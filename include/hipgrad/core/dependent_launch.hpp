@@ -11,13 +11,6 @@
 ///   before the predecessor has, work enqueued after it on the stream still runs after both.
 /// - The first kernel of an op is launched plainly, so that it starts after everything enqueued
 ///   before the op.
-/// - The one exception: a dependent that reads its predecessor's results only behind flags the
-///   predecessor releases (release_flag after them, acquire_flag before reading them) may start
-///   before the wait; it still calls wait_for_prior_grids() before it completes. It may read the
-///   op's inputs before it too, which no kernel of the op writes and which the op's first kernel,
-///   launched plainly, found complete. Such a dependent may wait for flags: its blocks are placed
-///   only once every block of its predecessor has started, so the flags are set by blocks that
-///   already run (or, launched plainly, that have finished).
 /// A predecessor calls allow_dependent_grids() (the kernels here do so as they start): its
 /// dependent is then placed once every block of it has started or exited, not once it completes.
 #pragma once
@@ -45,32 +38,6 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void allow_dependent_grids() {
 HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_prior_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/// Stores `value` at `at` after every write the block made before its last barrier (the caller's
-/// block_sync) is visible to the GPU: one thread of the block calls it.
-HIPGRAD_DEVICE HIPGRAD_INLINE void release_flag(unsigned long long* at, unsigned long long value) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(at), "l"(value) : "memory");
-#elif defined(__HIP_DEVICE_COMPILE__)
-  __atomic_store_n(at, value, __ATOMIC_RELEASE);
-#else
-  *at = value;
-#endif
-}
-
-/// The flag at `at`; the writes its release_flag made visible are visible to this thread's later
-/// reads.
-HIPGRAD_DEVICE HIPGRAD_INLINE unsigned long long acquire_flag(const unsigned long long* at) {
-#if defined(__CUDA_ARCH__)
-  unsigned long long value;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(at) : "memory");
-  return value;
-#elif defined(__HIP_DEVICE_COMPILE__)
-  return __atomic_load_n(at, __ATOMIC_ACQUIRE);
-#else
-  return *at;
 #endif
 }
 

@@ -57,6 +57,43 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void sleep_nanoseconds(unsigned ns) {
 #endif
 }
 
+/// Stores `value` at `at` after every write the block made before its last barrier (the caller's
+/// block_sync) is visible to the GPU: one thread of the block calls it.
+HIPGRAD_DEVICE HIPGRAD_INLINE void release_flag(unsigned long long* at, unsigned long long value) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(at), "l"(value) : "memory");
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __atomic_store_n(at, value, __ATOMIC_RELEASE);
+#else
+  *at = value;
+#endif
+}
+
+/// The flag at `at`, read without ordering: several such reads are in flight at once, where each
+/// acquiring read would hold the reads after it until it returned. Once the flags read are the
+/// ones waited for, acquire_fence() makes what their release_flag published visible.
+HIPGRAD_DEVICE HIPGRAD_INLINE unsigned long long read_flag(const unsigned long long* at) {
+#if defined(__CUDA_ARCH__)
+  unsigned long long value;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(at) : "memory");
+  return value;
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __atomic_load_n(at, __ATOMIC_RELAXED);
+#else
+  return *at;
+#endif
+}
+
+/// After read_flag has seen flags set by release_flag: the writes made visible before them are
+/// visible to this thread's later reads (a relaxed read then this fence acquire together).
+HIPGRAD_DEVICE HIPGRAD_INLINE void acquire_fence() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
 /// Brings the lanes of the warp back together after divergent code (loops of per-thread trip
 /// counts), so that the shuffles after it run as one instruction: without it, nvcc's shuffles
 /// take a lane-by-lane fallback on NVIDIA. AMD wavefronts run in lockstep already.

@@ -111,7 +111,7 @@ class Backward {
     const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
     return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
            "_v" + std::to_string(pl.vector) +
-           (staged.usable ? detail::staged_name(staged) : detail::one_read_name(one_read)) +
+           (staged.usable ? detail::staged_name(staged) : detail::one_read_name(one_read)) + fold_name(staged, p) +
            "_" + activation_name(p.activation);
   }
 
@@ -150,9 +150,15 @@ class Backward {
 
   /// Whether the staged kernel meets over groups (kStagedGroupMeeting): then each block keeps the
   /// totals of its own rows, one row per block of a cluster per sample, and releases a flag for
-  /// the fold once they are written (detail::TotalsFlags).
+  /// the grid's fold blocks once they are written (detail::TotalsFlags).
   static bool staged_group_meeting(const detail::StagedPlan& staged, const BackwardProblem& p) {
     return staged.usable && staged_op(p) == detail::StagedOp::kBackwardGroups;
+  }
+
+  /// "_fold<blocks>" where the staged grid folds dγ/dβ in blocks of its own (run_staged), else "".
+  static std::string fold_name(const detail::StagedPlan& staged, const BackwardProblem& p) {
+    const Index blocks = staged_group_meeting(staged, p) ? detail::staged_fold_blocks(staged, p.x.c()) : 0;
+    return blocks > 0 ? "_fold" + std::to_string(blocks) : "";
   }
 
   /// Rows of totals per sample.
@@ -164,20 +170,26 @@ class Backward {
     return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, staged_op(p), staged_kernel(p));
   }
 
-  /// dx and the per-(n, c) totals in one read of x and dy through shared memory, then dγ/dβ.
+  /// dx and the per-(n, c) totals in one read of x and dy through shared memory, and dγ/dβ: by
+  /// fold blocks in the same grid where it meets over groups and the GPU has room for them
+  /// (detail::staged_fold), else by a kernel after it.
   static Status run_staged(const detail::StagedPlan& plan, const Plan& pl, const BackwardProblem& p, const Args& a,
                            const Buffers& b, hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
     const auto kernel = staged_kernel(p);
+    const Index fold_blocks = a.dgamma && staged_group_meeting(plan, p) ? detail::staged_fold_blocks(plan, p.x.c()) : 0;
     detail::TotalsFlags ready;
-    if (a.dgamma && staged_group_meeting(plan, p))
-      ready = detail::TotalsFlags{b.ready, detail::next_totals_generation(), plan.rows.band_groups * pl.geometry.group_channels};
-    HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
-                                                  plan.rows, plan.layout, plan.stagger, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
-                                                  a.dgamma ? b.totals : nullptr, ready));
-    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, static_cast<int>(totals_parts(plan, p)), stream, ready)
-                    : Status::ok();
+    if (fold_blocks > 0)
+      ready = detail::TotalsFlags{b.ready, detail::next_totals_generation(),
+                                  plan.rows.band_groups * pl.geometry.group_channels, plan.blocks()};
+    HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, fold_blocks, stream, a.dy, dys, a.x, xs, a.dx, dxs,
+                                                  pl.geometry, plan.rows, plan.layout, plan.stagger, a.mean, a.rstd, a.gamma,
+                                                  a.beta, p.swish_beta, a.dgamma ? b.totals : nullptr, ready, a.dgamma,
+                                                  a.dbeta));
+    return a.dgamma && fold_blocks == 0
+               ? launch_gamma_beta(pl.geometry, a, b.totals, static_cast<int>(totals_parts(plan, p)), stream)
+               : Status::ok();
   }
 
   /// dx and the per-(n, c) totals in one read of x and dy, then dγ/dβ from the totals.
@@ -206,18 +218,15 @@ class Backward {
   }
 
   /// dγ/dβ from `totals`, [N][parts][C] (backward_gamma_beta), once the grid before it has
-  /// completed or, with `ready`'s flags, row by row as they are released.
+  /// completed.
   static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals, int parts,
-                                  hipStream_t stream, const detail::TotalsFlags& ready = {}) {
+                                  hipStream_t stream) {
     const unsigned threads = detail::gamma_beta_threads(g.n * parts);
     const auto blocks = static_cast<unsigned>(ceil_div(g.c, Index{detail::kGammaBetaChannels}));
-    const auto kernel = ready.flags != nullptr ? detail::backward_gamma_beta<TParam, true>
-                                               : detail::backward_gamma_beta<TParam, false>;
-    return status_from_hip(launch_dependent(kernel, blocks, threads, 0, stream, totals, parts, g, a.rstd, a.dgamma, a.dbeta,
-                                            ready),
+    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals, parts, g,
+                                            a.rstd, a.dgamma, a.dbeta),
                            "launch of backward_gamma_beta", __FILE__, __LINE__);
   }
-
 
   static Plan plan(const BackwardProblem& p, const Args& a) { return plan(p, a.dx != nullptr, {a.x, a.dy, a.dx}); }
 

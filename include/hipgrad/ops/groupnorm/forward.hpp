@@ -111,7 +111,7 @@ class Forward {
                            hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
     const auto kernel = staged_kernel(p);
-    return detail::launch_staged(kernel, plan, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, plan.layout, plan.stagger,
+    return detail::launch_staged(kernel, plan, 0, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, plan.layout, plan.stagger,
                                  a.gamma,
                                  a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
   }

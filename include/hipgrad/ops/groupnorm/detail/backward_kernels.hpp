@@ -178,19 +178,20 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[n * g.c + c0 + i] = DataGradient{rs * type_convert<float>(gamma[c0 + i]), q, r};
 }
 
-/// Where the fold (backward_gamma_beta) learns that rows of totals are written. With `flags` null,
-/// once the grid before it has completed. Otherwise each block of the staged backward's grid
-/// releases flags[blockIdx.x] = `generation` after its channel totals (blocks are (unit, rank),
-/// units (n, band) of `band_channels` channels), and the fold takes row (n, part) of band b once
-/// flags[(n·bands + b)·parts + part] holds it, so that its loads and sums run while the grid's
-/// last blocks still write dx instead of after the grid: 1.3–1.7 µs off the fp16/bf16
-/// 32×320×64×64 backward (docs/perf-notes.md, step 45). The flags live in the caller's workspace,
-/// never zeroed: `generation` is new for every call (next_totals_generation), so what an earlier
-/// call (or the memory's last owner) left there never reads as this call's.
+/// How the staged backward's grid folds dγ/dβ itself (backward_staged_channels_last): its blocks
+/// past the staged ones run the fold. Each staged block (blocks are (unit, rank), units (n, band)
+/// of `band_channels` channels) releases flags[blockIdx.x] = `generation` once its channel totals
+/// are written, and a fold block takes row (n, part) of band b once flags[(n·bands + b)·parts +
+/// part] holds it, so that the fold's loads and sums run while the grid's last blocks still write
+/// dx, and no second kernel waits for the grid to end (docs/perf-notes.md, steps 45 and 46). The
+/// flags live in the caller's workspace, never zeroed: `generation` is new for every call
+/// (next_totals_generation), so what an earlier call (or the memory's last owner) left there never
+/// reads as this call's. With `flags` null the grid has no fold blocks.
 struct TotalsFlags {
   unsigned long long* flags = nullptr;
   unsigned long long generation = 0;
   Index band_channels = 0;
+  Index staged_blocks = 0;  ///< blocks [0, staged_blocks) are staged, the rest fold
 };
 
 /// A tag no earlier call of this process used: odd (never a zeroed word), from a random start
@@ -207,16 +208,17 @@ inline unsigned long long next_totals_generation() {
 
 /// dγ_c = Σ_n rstd[n, g]·S2[n, c], dβ_c = Σ_n S1[n, c], from `totals` [N][parts][C]: each sample's
 /// sums come in `parts` pieces (1, or the staged backward's blocks per cluster, each of which
-/// keeps the totals of its own rows). A block takes kGammaBetaChannels adjacent channels (a warp
-/// reads two rows of totals, 128 bytes each) and min(N·parts, kGammaBetaMaxRows) rows of it
-/// (blockDim.x / kGammaBetaChannels): row r sums i = r, r + rows, … in order, then the rows are
-/// added in order, so the bits depend on the sizes only. One thread per channel walking all N in
-/// sequence was a chain of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward.
-/// Blocks of 16 channels and up to 64 rows (twice the blocks, a quarter of the rows per thread)
-/// took the fp16 32×320×64×64 staged backward, whose fold has N·8 rows, from 0.1173 to 0.1161 ms
-/// against 32 channels and 16 rows (docs/perf-notes.md, step 44). `ready` says when rows may be
-/// read (TotalsFlags): kFlagged with flags, else after the grid before it (the kernel without
-/// flags is kept apart so that the paths without them run the same code as before).
+/// keeps the totals of its own rows). A fold block takes kGammaBetaChannels adjacent channels at
+/// a time (a warp reads two rows of totals, 128 bytes each) with blockDim.x / kGammaBetaChannels
+/// rows of threads: row r sums i = r, r + rows, … in order, then the rows are added in order, so
+/// the bits depend on the sizes only. One thread per channel walking all N in sequence was a chain
+/// of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward. The kernel of its own
+/// (backward_gamma_beta) takes up to kGammaBetaMaxRows rows: blocks of 16 channels and up to 64
+/// rows (twice the blocks, a quarter of the rows per thread) took the fp16 32×320×64×64 staged
+/// backward, whose fold then had N·8 rows, from 0.1173 to 0.1161 ms against 32 channels and 16
+/// rows (docs/perf-notes.md, step 44). Row r taking a run of consecutive rows instead (a staged
+/// cluster's rows are released together) made the in-grid fold's last threads wait for whole runs
+/// at the grid's end: 0.1170 against 0.1127 ms (step 46).
 inline constexpr int kGammaBetaChannels = 16;
 inline constexpr int kGammaBetaMaxRows = 64;
 inline constexpr int kGammaBetaBatch = 8;
@@ -226,8 +228,10 @@ inline unsigned gamma_beta_threads(Index n) {
 }
 
 /// Waits until the staged blocks of rows i0 + b·rows (b < kGammaBetaBatch, below `count`) of
-/// `band` have released their flags: the batch's flags read together, then a short sleep while
-/// any is not yet set.
+/// `band` have released their flags: the batch's flags read together (unordered reads, then one
+/// fence once all are set: a read that acquires holds the reads after it, so that the batch's
+/// flags cost a round trip each; 0.1135 against 0.1127 ms, step 46), then a short sleep while any
+/// is not yet set.
 HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_rows(const TotalsFlags& ready, Index i0, int rows, Index count, int parts,
                                                  Index bands, Index band) {
   for (;;) {
@@ -235,26 +239,28 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_rows(const TotalsFlags& ready, Index
     HIPGRAD_UNROLL
     for (int b = 0; b < kGammaBetaBatch; ++b) {
       const Index i = i0 + Index{b} * rows;
-      if (i < count) all = all && acquire_flag(ready.flags + (i / parts * bands + band) * parts + i % parts) == ready.generation;
+      // Every read issued (no short circuit), so that they are in flight together.
+      if (i < count) all &= read_flag(ready.flags + (i / parts * bands + band) * parts + i % parts) == ready.generation;
     }
-    if (all) return;
+    if (all) break;
     sleep_nanoseconds(256);
   }
+  acquire_fence();
 }
 
-template <typename TParam, bool kFlagged>
-__global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
-    backward_gamma_beta(const GradientSums* __restrict__ totals, int parts, Geometry g, const float* __restrict__ rstd,
-                        TParam* __restrict__ dgamma, TParam* __restrict__ dbeta, TotalsFlags ready) {
-  // A dependent launch: before any memory access, or, with flags, before it completes
-  // (dependent_launch.hpp); rstd is the op's input.
-  if constexpr (!kFlagged) wait_for_prior_grids();
-  allow_dependent_grids();
+/// The fold of channels [chunk·kGammaBetaChannels, +kGammaBetaChannels) by the calling block
+/// (every thread calls it): its rows of threads sum their rows of totals, which, with kFlagged,
+/// each thread first waits for (wait_for_rows); `row_sums` holds blockDim.x pairs; the caller
+/// orders a later use of them by a barrier.
+template <bool kFlagged, typename TParam>
+HIPGRAD_DEVICE HIPGRAD_INLINE void fold_gamma_beta(Index chunk, const GradientSums* totals, int parts, const Geometry& g,
+                                                   const float* rstd, TParam* dgamma, TParam* dbeta, const TotalsFlags& ready,
+                                                   GradientSums* row_sums) {
   const int rows = static_cast<int>(blockDim.x) / kGammaBetaChannels;
   const int lane = static_cast<int>(threadIdx.x) % kGammaBetaChannels, row = static_cast<int>(threadIdx.x) / kGammaBetaChannels;
-  const Index c = static_cast<Index>(blockIdx.x) * kGammaBetaChannels + lane;
+  const Index c = chunk * kGammaBetaChannels + lane;
   GradientSums sums{{0.0f, 0.0f}};  // (Σ S1, Σ rstd·S2) over this row's samples
-  if (c < g.c) {
+  if (c < g.c && row < rows) {
     const Index group = c / g.group_channels;
     const Index bands = kFlagged ? g.c / ready.band_channels : 0, band = kFlagged ? c / ready.band_channels : 0;
     // kGammaBetaBatch rows' loads in flight before their sums, which add in row order: a load per
@@ -282,15 +288,25 @@ __global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
       }
     }
   }
-  __shared__ GradientSums row_sums[kGammaBetaMaxRows][kGammaBetaChannels];
-  row_sums[row][lane] = sums;
+  if (row < rows) row_sums[row * kGammaBetaChannels + lane] = sums;
   block_sync();
   if (row == 0 && c < g.c) {
-    for (int r = 1; r < rows; ++r) sums = sums + row_sums[r][lane];
+    for (int r = 1; r < rows; ++r) sums = sums + row_sums[r * kGammaBetaChannels + lane];
     dgamma[c] = type_convert<TParam>(sums[1]);
     dbeta[c] = type_convert<TParam>(sums[0]);
   }
-  if constexpr (kFlagged) wait_for_prior_grids();  // no block completes before the staged grid has
+}
+
+/// The fold as a kernel of its own, a dependent of the grid that wrote `totals`: a block per
+/// kGammaBetaChannels channels (gamma_beta_threads threads).
+template <typename TParam>
+__global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
+    backward_gamma_beta(const GradientSums* __restrict__ totals, int parts, Geometry g, const float* __restrict__ rstd,
+                        TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
+  wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
+  allow_dependent_grids();
+  __shared__ GradientSums row_sums[kGammaBetaMaxRows * kGammaBetaChannels];
+  fold_gamma_beta<false>(blockIdx.x, totals, parts, g, rstd, dgamma, dbeta, TotalsFlags{}, row_sums);
 }
 
 // ---- dx ----------------------------------------------------------------------------------------

@@ -725,9 +725,27 @@ __global__ void HIPGRAD_STAGED_FORWARD_BOUNDS
 template <Activation kActivation>
 inline constexpr bool kStagedGroupMeeting = kActivation == Activation::kIdentity;
 
+/// The fold blocks of a staged backward's grid (blocks [ready.staged_blocks, gridDim.x)): dγ/dβ
+/// from the staged blocks' rows of totals ([N][cluster][C]), each row read once its block has
+/// released its flag (TotalsFlags), kGammaBetaChannels channels at a time. They come after every
+/// staged block in the grid and are fewer clusters than the GPU holds at once (the plan sees to
+/// it), so staged clusters always find room beside fold blocks that wait for them.
+template <typename TParam>
+HIPGRAD_DEVICE HIPGRAD_INLINE void staged_fold(const GradientSums* totals, int parts, const Geometry& g, const float* rstd,
+                                               TParam* dgamma, TParam* dbeta, const TotalsFlags& ready,
+                                               GradientSums* row_sums) {
+  const Index chunks = (g.c + kGammaBetaChannels - 1) / kGammaBetaChannels;
+  const Index fold_blocks = static_cast<Index>(gridDim.x) - ready.staged_blocks;
+  for (Index chunk = static_cast<Index>(blockIdx.x) - ready.staged_blocks; chunk < chunks; chunk += fold_blocks) {
+    fold_gamma_beta<true>(chunk, totals, parts, g, rstd, dgamma, dbeta, ready, row_sums);
+    block_sync();  // row 0 has read `row_sums`
+  }
+}
+
 /// Fused backward: per-channel (Σdz, Σdz·(x − μ)) (kept in `totals` for dγ/dβ when given: see
 /// kStagedGroupMeeting), each group's γ-weighted sums over the unit, then dx (when given) from
-/// shared memory.
+/// shared memory. Meeting over groups with dγ/dβ wanted (`ready` has flags), the grid's blocks
+/// past ready.staged_blocks fold dγ/dβ (staged_fold); otherwise a kernel after it does.
 template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
     backward_staged_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
@@ -735,10 +753,18 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                                   StagedStagger stagger,
                                   const float* __restrict__ mean, const float* __restrict__ rstd,
                                   const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
-                                  GradientSums* __restrict__ totals, TotalsFlags ready) {
+                                  GradientSums* __restrict__ totals, TotalsFlags ready, TParam* __restrict__ dgamma,
+                                  TParam* __restrict__ dbeta) {
   allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
+  if constexpr (kStagedGroupMeeting<kActivation>) {
+    if (ready.flags != nullptr && static_cast<Index>(blockIdx.x) >= ready.staged_blocks) {
+      // The scratch holds a pair per thread (staged_layout).
+      staged_fold(totals, m.cluster, g, rstd, dgamma, dbeta, ready, staged_region<GradientSums>(staged, layout.scratch_at));
+      return;
+    }
+  }
   __shared__ GradientSums group_sums[kOneReadMaxBandGroups];
   static_assert(kOneReadMaxBandGroups * sizeof(GradientSums) <= kStagedStaticBytes, "static arrays");
   // The cluster exchanges per-group totals ([cluster][band groups], cluster_group_sums).
@@ -786,10 +812,10 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                           [&](int c, const GradientSums& total) {
                             if (totals != nullptr) totals[(u.n * m.cluster + u.rank) * g.c + u.c0 + c] = total;
                           });
-    // The block's totals are written (cluster_group_sums ends on a barrier): the fold may take
-    // them while this grid still runs. Thread 0 waits for their stores before its dx; a release
-    // after dx instead held every block until its dx stores landed: 0.1195 against 0.1144 ms here
-    // (0.1157 without flags; docs/perf-notes.md, step 45).
+    // The block's totals are written (cluster_group_sums ends on a barrier): the grid's fold
+    // blocks may take them. Thread 0 waits for their stores before its dx; a release after dx
+    // instead held every block until its dx stores landed: 0.1195 against 0.1144 ms here (0.1157
+    // without flags; docs/perf-notes.md, step 45).
     if (ready.flags != nullptr && threadIdx.x == 0) release_flag(ready.flags + blockIdx.x, ready.generation);
   } else {
     // The unit's per-channel totals over the cluster; rank 0 keeps them in `totals` ([N][C]).

@@ -52,6 +52,7 @@ struct StagedPlan {
   StagedStagger stagger;
   unsigned threads = 0;
   Index units = 0;
+  Index resident_clusters = 0;  ///< clusters of the plan's kernel the GPU holds at once
 
   int cluster() const { return rows.cluster; }
   std::size_t shared_bytes() const { return layout.bytes; }
@@ -134,7 +135,8 @@ inline StagedBudgets staged_budgets(StagedOp op) {
 /// rank, or per band channel and rank for the meeting over channels. The scratch takes what the
 /// warps' partials of all V elements need, up to kStagedMaxThreads entries and what the budget
 /// leaves, but at least one entry per thread; for the meeting over groups it must hold all of them
-/// and two group halves (cluster_group_sums).
+/// and two group halves (cluster_group_sums), and a pair per thread for the fold blocks'
+/// row sums (staged_fold).
 inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int V, StagedOp op, std::size_t budget) {
   constexpr std::size_t pair = sizeof(GradientSums);
   static_assert(sizeof(GradientSums) == 2 * sizeof(float), "the exchange, scratch and totals hold pairs of floats");
@@ -156,8 +158,8 @@ inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int V, St
     if (entries > kStagedMaxThreads) entries = kStagedMaxThreads;
     const Index room = fixed < budget ? static_cast<Index>((budget - fixed) / pair) : 0;
     if (entries > room) entries = room;
-    if (entries < threads) entries = threads;
   }
+  if (entries < threads) entries = threads;
   const std::size_t bytes = fixed + static_cast<std::size_t>(entries) * pair;
   if (bytes > budget || bytes > 0xffffffffu) return l;
   l.slots = static_cast<int>(ceil_div(c.span, c.rows_per_step));
@@ -280,6 +282,7 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
         plan.rows = c;
         plan.layout = layout;
         plan.threads = static_cast<unsigned>(threads);
+        plan.resident_clusters = resident;
       }
       if (units_at_once == plan.units) break;  // every unit at once: larger clusters only spread them
     }
@@ -314,7 +317,9 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
     const int narrow_band = staged_band(groups, group_channels, V, element_bytes, narrow);
     if (narrow_band != band) plan = plan_staged_band<T>(x, groups, op, narrow_band, kernel);
   }
-  plan.usable = plan.usable && plan.blocks() <= 2147483647;  // a 1-D grid
+  // A 1-D grid, with room for the backward's fold blocks (staged_fold_blocks: fewer than the
+  // resident blocks).
+  plan.usable = plan.usable && plan.blocks() + plan.resident_clusters * plan.cluster() <= 2147483647;
   // kAuto takes it where the grid has a block for every multiprocessor: with fewer, the register
   // one-read kernels, which spread a unit over more threads, ran faster (step 14).
   if (algorithm == Algorithm::kAuto && plan.blocks() < Index{multiprocessors()}) plan.usable = false;
@@ -333,12 +338,25 @@ inline Status check_staged(Algorithm algorithm, const StagedPlan& plan) {
   return Status::ok();
 }
 
-/// Launches `kernel` (a staged kernel) for `plan`, after opting in to its shared memory.
+/// Blocks the staged backward meeting over groups adds to its grid to fold dγ/dβ (staged_fold) over
+/// `channels`: whole clusters, a block per kGammaBetaChannels channels, but fewer clusters than
+/// the GPU holds at once, so that a staged cluster always finds room while fold blocks wait for
+/// its flags; 0 where the GPU holds a single cluster (then a kernel of its own folds).
+inline Index staged_fold_blocks(const StagedPlan& plan, Index channels) {
+  const Index cluster = plan.cluster(), chunks = ceil_div(channels, Index{kGammaBetaChannels});
+  Index clusters = ceil_div(chunks, cluster);
+  if (clusters > plan.resident_clusters - 1) clusters = plan.resident_clusters - 1;
+  return clusters > 0 ? clusters * cluster : 0;
+}
+
+/// Launches `kernel` (a staged kernel) for `plan` with `extra_blocks` more blocks (whole
+/// clusters) after the staged ones, after opting in to its shared memory.
 template <typename... Params, typename... Args>
-Status launch_staged(void (*kernel)(Params...), const StagedPlan& plan, hipStream_t stream, Args&&... args) {
+Status launch_staged(void (*kernel)(Params...), const StagedPlan& plan, Index extra_blocks, hipStream_t stream,
+                     Args&&... args) {
   hipError_t e = staged_opt_in(kernel, staged_budget());
   if (e == hipSuccess)
-    e = launch_clustered_with_shared(kernel, static_cast<unsigned>(plan.blocks()), plan.threads,
+    e = launch_clustered_with_shared(kernel, static_cast<unsigned>(plan.blocks() + extra_blocks), plan.threads,
                                      static_cast<unsigned>(plan.cluster()), plan.shared_bytes(), stream,
                                      std::forward<Args>(args)...);
   return status_from_hip(e, "launch of a staged GroupNorm kernel", __FILE__, __LINE__);
