@@ -1,6 +1,6 @@
 /// @file device_intrinsics.hpp
-/// @brief Warp size, lane id, shuffles with width, ballot, barriers and atomics, one spelling
-///        for AMD and NVIDIA.
+/// @brief Warp size, lane id, shuffles with width, ballot, barriers, atomics and flags between
+///        the blocks of a grid, one spelling for AMD and NVIDIA.
 ///
 /// The shuffles are spelled like HIP's (`__shfl_xor` → `shfl_xor`) but are not named
 /// `warp_shuffle*`: rocPRIM calls functions of that name unqualified, and argument-dependent lookup

@@ -755,7 +755,7 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS
                                   const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                                   GradientSums* __restrict__ totals, TotalsFlags ready, TParam* __restrict__ dgamma,
                                   TParam* __restrict__ dbeta) {
-  allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
+  allow_dependent_grids();  // backward_gamma_beta, where it follows, may be placed as this grid drains
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
   if constexpr (kStagedGroupMeeting<kActivation>) {
