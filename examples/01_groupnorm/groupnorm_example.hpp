@@ -32,6 +32,7 @@
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/gpu_detect.hpp"
 #include "hipgrad/host/reference/groupnorm.hpp"
+#include "hipgrad/host/reference/groupnorm_tolerance.hpp"
 #include "hipgrad/host/tensor.hpp"
 #include "hipgrad/host/timer.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
@@ -412,13 +413,17 @@ Status reference_backward(const Config& c, const HostInputs<T, TP>& in, const hh
 /// the forward's tolerance (verified by the forward's tests and example_groupnorm_fwd), and a
 /// difference that small moves dx, dγ and dβ far less than their tolerances, so a mismatch here
 /// is the backward's own.
+/// Also sets the tolerances of every output (groupnorm_tolerance.hpp).
 template <Op kOp, typename T, typename TP>
-Status compute_reference(const Config& c, const HostInputs<T, TP>& in, HostOutputs<T, TP>* ref) {
+Status compute_reference(const Config& c, const HostInputs<T, TP>& in, HostOutputs<T, TP>* ref,
+                         hipgrad::host::reference::GroupNormTolerances* tol) {
   // ε and β as the GPU sees them (fp32), widened to the reference's double.
   HostOutputs<T, TP> forward = make_outputs<Op::kForward, T, TP>(c);
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::reference::groupnorm_forward(in.x, in.gamma, in.beta, c.groups, c.epsilon,
                                                                       c.activation, c.swish_beta, forward.data,
                                                                       forward.mean, forward.rstd));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::reference::groupnorm_tolerances(
+      in.x, is_backward(kOp) ? &in.dy : nullptr, in.gamma, in.beta, forward.mean, forward.rstd, c.groups, tol));
   if constexpr (kOp == Op::kForward) {
     *ref = std::move(forward);
     return Status::ok();
@@ -441,16 +446,17 @@ bool check_output(const char* name, const hh::Tensor<T>& result, const hh::Tenso
 template <Op kOp, typename T, typename TP>
 bool verify(const Config& c, const HostInputs<T, TP>& in, const HostOutputs<T, TP>& out) {
   HostOutputs<T, TP> ref;
-  const Status st = compute_reference<kOp>(c, in, &ref);
+  hipgrad::host::reference::GroupNormTolerances tol;
+  const Status st = compute_reference<kOp>(c, in, &ref, &tol);
   if (!st.is_ok()) {
     std::fprintf(stderr, "%s: CPU reference: %s\n", program_name(kOp), st.to_string().c_str());
     return false;
   }
-  bool ok = check_output(is_backward(kOp) ? "dx" : "y", out.data, ref.data, hh::default_tolerance<T>(c.group_size()));
-  ok &= check_output("mean", out.mean, ref.mean, hh::default_tolerance<float>(c.group_size()));
-  ok &= check_output("rstd", out.rstd, ref.rstd, hh::default_tolerance<float>(c.group_size()));
-  ok &= check_output("dgamma", out.dgamma, ref.dgamma, hh::default_tolerance<TP>(c.channel_size()));
-  ok &= check_output("dbeta", out.dbeta, ref.dbeta, hh::default_tolerance<TP>(c.channel_size()));
+  bool ok = check_output(is_backward(kOp) ? "dx" : "y", out.data, ref.data, is_backward(kOp) ? tol.dx : tol.y);
+  ok &= check_output("mean", out.mean, ref.mean, tol.mean);
+  ok &= check_output("rstd", out.rstd, ref.rstd, tol.rstd);
+  ok &= check_output("dgamma", out.dgamma, ref.dgamma, tol.dgamma);
+  ok &= check_output("dbeta", out.dbeta, ref.dbeta, tol.dbeta);
   return ok;
 }
 

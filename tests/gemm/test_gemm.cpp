@@ -2,10 +2,12 @@
 /// @brief The GEMM op on the GPU against the CPU reference: fp32 (exact and TF32), fp16, bf16;
 ///        all A × B layouts with row-major C, column-major and padded C; odd sizes (1, primes,
 ///        non-multiples of every tile, K = 1, a few full tiles plus remainders); alpha/beta;
-///        split-K; integer inits compared exactly and decimal inits within K-dependent
-///        tolerances; outputs and workspace poisoned (NaN) before every run; the TMA kernel, the
-///        cp.async mainloop, more tiles than multiprocessors. CPU-only: negative can_implement
-///        cases and the reference itself.
+///        split-K; unaligned A/B on the SIMT path; integer inits compared exactly and decimal
+///        inits within K-dependent tolerances; outputs and workspace poisoned (NaN) before every
+///        run, every element around the matrices (gaps, one more row or column, a tail) poisoned
+///        too, and C's checked byte for byte to be untouched; the TMA kernel, the cp.async
+///        mainloop, more tiles than multiprocessors. CPU-only: negative can_implement cases and
+///        the reference itself.
 
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/gpu_test.hpp"
@@ -81,15 +84,78 @@ Tensor<T> matrix_tensor(const hg::MatrixDesc& d) {
   return Tensor<T>({d.rows, d.cols}, {d.row_stride(), d.col_stride()});
 }
 
-/// Tolerance for decimal data: the type's default, and for TF32 the reduction of each input to a
-/// 10-bit mantissa: relative 2^-11 each when rounded (mma.sync), and with wgmma one operand
-/// rounded and the one read from shared memory truncated (below 2^-10), so at most 1.5·2^-10 per
-/// product of inputs in [-1, 1], on average (|ab| = 1/4) well under 2^-10; the per-product
-/// errors add like a random walk, and 2^-9·√K covers twice it (the largest of ~10^5 elements lies
-/// beyond 4 standard deviations).
+/// The bits of a NaN whose payload no kernel computes, for every element around the matrices: a
+/// stray read of one that reaches a result makes it NaN (NaN·0 too), and C's are checked to be
+/// these very bytes after the run.
+template <typename T>
+T outside_poison() {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint16_t>;
+  const Bits bits = sizeof(T) == 4 ? Bits(0x7fa5c35au) : std::is_same_v<T, hipgrad::half> ? Bits(0x7e5a) : Bits(0x7fa5);
+  T value;
+  std::memcpy(&value, &bits, sizeof(T));
+  return value;
+}
+
+/// A matrix whose storage (and so its device buffer) runs past the last element: every row
+/// (column) to its full leading dimension, one more, and 64 bytes, so that a kernel running
+/// over any edge, the last one included, lands in the poison and inside the allocation. Every
+/// element outside the matrix holds outside_poison.
+template <typename T>
+Tensor<T> guarded_matrix(const hg::MatrixDesc& d) {
+  Tensor<T> t = matrix_tensor<T>(d);
+  const Index lines = d.layout == Layout::kRowMajor ? d.rows : d.cols;
+  const Index space = (lines + 1) * d.leading_dimension() + 64 / static_cast<Index>(sizeof(T));
+  t.storage().assign(static_cast<std::size_t>(space), outside_poison<T>());
+  return t;
+}
+
+/// Which storage elements of `t` are elements of the matrix.
+template <typename T>
+std::vector<bool> inside_mask(const Tensor<T>& t) {
+  std::vector<bool> inside(t.storage().size(), false);
+  t.for_each_index([&](const std::vector<Index>& i) { inside[static_cast<std::size_t>(t.offset(i))] = true; });
+  return inside;
+}
+
+/// The storage elements of C outside the matrix whose bytes are no longer outside_poison's, the
+/// first few listed with their line (row or column) and position in it; empty when none.
+template <typename T>
+std::string written_outside(const Tensor<T>& c, const hg::MatrixDesc& d) {
+  const std::vector<bool> inside = inside_mask(c);
+  const T poison = outside_poison<T>();
+  std::string report;
+  std::size_t written = 0;
+  for (std::size_t i = 0; i < inside.size(); ++i) {
+    if (inside[i] || std::memcmp(&c.storage()[i], &poison, sizeof(T)) == 0) continue;
+    if (written++ < 8) {
+      const Index ld = d.leading_dimension(), e = static_cast<Index>(i);
+      report += "\n  storage element " + std::to_string(e) + " (" + (d.layout == Layout::kRowMajor ? "row " : "column ") +
+                std::to_string(e / ld) + ", position " + std::to_string(e % ld) + ")";
+    }
+  }
+  return written == 0 ? std::string() : std::to_string(written) + " elements outside C written:" + report;
+}
+
+/// Copies a guarded matrix to the device `offset` elements past the (256-byte aligned) start of
+/// `buffer`, the elements before it poisoned too; returns where the matrix starts there.
+template <typename T>
+const T* upload(const Tensor<T>& t, Index offset, DeviceBuffer<T>* buffer, Status* status) {
+  std::vector<T> staged(static_cast<std::size_t>(offset), outside_poison<T>());
+  staged.insert(staged.end(), t.storage().begin(), t.storage().end());
+  *status = buffer->allocate(staged.size());
+  if (status->is_ok()) *status = buffer->copy_from_host(staged.data(), staged.size());
+  return status->is_ok() ? buffer->data() + offset : nullptr;
+}
+
+/// Tolerance for decimal data: that of sums of K products of inputs in [-1, 1), and for TF32 the
+/// reduction of each input to a 10-bit mantissa: relative 2^-11 each when rounded (mma.sync), and
+/// with wgmma one operand rounded and the one read from shared memory truncated (below 2^-10), so
+/// at most 1.5·2^-10 per product of inputs in [-1, 1], on average (|ab| = 1/4) well under 2^-10;
+/// the per-product errors add like a random walk, and 2^-9·√K covers twice it (the largest of
+/// ~10^5 elements lies beyond 4 standard deviations).
 template <typename T>
 Tolerance decimal_tolerance(Index k, bool tf32) {
-  Tolerance t = default_tolerance<T>(k);
+  Tolerance t = sum_tolerance<T>(k);
   if (tf32) {
     t.rtol += 0x1.0p-10;
     t.atol += 0x1.0p-9 * std::sqrt(static_cast<double>(k));
@@ -97,42 +163,59 @@ Tolerance decimal_tolerance(Index k, bool tf32) {
   return t;
 }
 
-/// Runs `p` once on the GPU and compares C with the reference (kTma false: the cp.async
-/// mainloops only).
+/// What check_gemm requires of the path run() takes.
+enum class ExpectPath { kEither, kMatrix, kSimt };
+
+/// Where A and B start: this many elements past a 16-byte boundary.
+struct OperandOffsets {
+  Index a = 0, b = 0;
+};
+
+/// Runs `p` once on the GPU and compares C with the reference, and C's storage outside the
+/// matrix with its poison (kTma false: the cp.async mainloops only).
 template <typename T, typename Cfg = hg::DefaultConfigFor<T>, bool kTma = true>
-void check_gemm(const hg::Problem& p, InitMethod init, bool expect_matrix_path) {
+void check_gemm(const hg::Problem& p, InitMethod init, ExpectPath expect, OperandOffsets offsets = {}) {
   using Op = hg::Gemm<T, Cfg, kTma>;
-  SCOPED_TRACE(p.to_string() + " lda " + std::to_string(p.a().leading_dimension()) + " alpha " +
+  SCOPED_TRACE(p.to_string() + " lda " + std::to_string(p.a().leading_dimension()) + " ldb " +
+               std::to_string(p.b().leading_dimension()) + " ldc " + std::to_string(p.c().leading_dimension()) +
+               " offsets " + std::to_string(offsets.a) + "/" + std::to_string(offsets.b) + " alpha " +
                std::to_string(p.alpha) + " beta " + std::to_string(p.beta) + " split_k " + std::to_string(p.split_k) +
                (p.allow_tf32 ? " tf32 " : " ") + init_method_name(init));
-  Tensor<T> a = matrix_tensor<T>(p.a()), b = matrix_tensor<T>(p.b()), c = matrix_tensor<T>(p.c());
+  Tensor<T> a = guarded_matrix<T>(p.a()), b = guarded_matrix<T>(p.b()), c = guarded_matrix<T>(p.c());
   fill(a, init, 1);
   fill(b, init, 2);
   if (p.beta != 0) {
     fill(c, init, 3);
   } else {
-    std::memset(c.data(), 0xff, c.storage_bytes());  // NaN: must never be read
+    // All-ones NaN, unlike the poison around C: must never be read, and every element written.
+    c.for_each_index([&](const std::vector<Index>& i) { std::memset(&c(i), 0xff, sizeof(T)); });
   }
   const Tensor<double> expected = reference::gemm(a, b, p.alpha, p.beta, c);
 
   DeviceBuffer<T> da, db, dc;
   DeviceBuffer<unsigned char> workspace;
-  ASSERT_TRUE(da.allocate(a.storage().size()).is_ok());
-  ASSERT_TRUE(db.allocate(b.storage().size()).is_ok());
+  Status uploaded;
+  const T* a_start = upload(a, offsets.a, &da, &uploaded);
+  ASSERT_TRUE(uploaded.is_ok()) << uploaded.to_string();
+  const T* b_start = upload(b, offsets.b, &db, &uploaded);
+  ASSERT_TRUE(uploaded.is_ok()) << uploaded.to_string();
+  // C from the start of its buffer, which its storage covers whole: everything copied back is checked.
   ASSERT_TRUE(dc.allocate(c.storage().size()).is_ok());
-  ASSERT_TRUE(da.copy_from(a).is_ok());
-  ASSERT_TRUE(db.copy_from(b).is_ok());
   ASSERT_TRUE(dc.copy_from(c).is_ok());
   ASSERT_TRUE(workspace.allocate(Op::workspace_size(p)).is_ok());
   ASSERT_TRUE(workspace.fill_bytes(0xff).is_ok());
 
-  const typename Op::Args args{da.data(), db.data(), dc.data()};
+  const typename Op::Args args{a_start, b_start, dc.data()};
   ASSERT_TRUE(Op::can_implement(p, args).is_ok()) << Op::can_implement(p, args).to_string();
-  if (expect_matrix_path) EXPECT_EQ(Op::path(p, args), hg::Path::kMatrix) << Op::name(p, args);
+  if (expect == ExpectPath::kMatrix) EXPECT_EQ(Op::path(p, args), hg::Path::kMatrix) << Op::name(p, args);
+  if (expect == ExpectPath::kSimt) ASSERT_EQ(Op::path(p, args), hg::Path::kSimt) << Op::name(p, args);
   const Status s = Op::run(p, args, workspace.data(), workspace.bytes(), nullptr);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
   ASSERT_TRUE(dc.copy_to(c).is_ok());
+
+  const std::string outside = written_outside(c, p.c());
+  EXPECT_TRUE(outside.empty()) << Op::name(p, args) << ": " << outside;
 
   if (init == InitMethod::kIntegers) {
     // Integer products and sums are exact in fp32 (and TF32), so C is the reference rounded once.
@@ -146,12 +229,13 @@ void check_gemm(const hg::Problem& p, InitMethod init, bool expect_matrix_path) 
   }
 }
 
-/// Whether the matrix path must be taken (aligned operands on a device with matrix atoms).
+/// kMatrix where the matrix path must be taken (aligned operands on a device with matrix atoms).
 template <typename T>
-bool matrix_path_expected(const hg::Problem& p, bool padded) {
+ExpectPath matrix_path_expected(const hg::Problem& p, bool padded) {
   int device = 0;
-  if (!padded || hipGetDevice(&device) != hipSuccess) return false;
-  return (!std::is_same_v<T, float> || p.allow_tf32) && hg::device_has_matrix_atoms(device);
+  if (!padded || hipGetDevice(&device) != hipSuccess) return ExpectPath::kEither;
+  const bool matrix = (!std::is_same_v<T, float> || p.allow_tf32) && hg::device_has_matrix_atoms(device);
+  return matrix ? ExpectPath::kMatrix : ExpectPath::kEither;
 }
 
 /// Whether a Kind is fp32 without TF32 (the SIMT path only). A function, not a constant
@@ -184,7 +268,42 @@ TYPED_TEST(GemmTest, PackedLeadingDimensions) {  // mostly unaligned: the SIMT p
   using T = typename TypeParam::Type;
   for (const Size& s : {Size{67, 131, 257}, Size{33, 17, 5}, Size{200, 300, 64}}) {
     for (const LayoutCase& l : {LayoutCase{kRow, kRow, kRow, false}, LayoutCase{kCol, kCol, kCol, false}}) {
-      check_gemm<T>(make_problem(s, l, TypeParam::kAllowTf32), InitMethod::kDecimals, false);
+      check_gemm<T>(make_problem(s, l, TypeParam::kAllowTf32), InitMethod::kDecimals, ExpectPath::kEither);
+    }
+  }
+}
+
+/// A and B that the matrix path cannot take (its 16-byte copies need 16-byte aligned pointers
+/// and leading dimensions): a pointer one element or 8 bytes (half a 16-byte vector: the SIMT
+/// path's 4-element vectors of 16-bit data still aligned) past a 16-byte boundary, or a leading
+/// dimension one element longer than the aligned padding. Every case must run the SIMT path.
+struct UnalignedCase {
+  LayoutCase layouts;
+  OperandOffsets offsets;
+  Index lda_extra, ldb_extra;
+};
+
+TYPED_TEST(GemmTest, UnalignedOperandsRunTheSimtPath) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  constexpr Index kHalfVector = 8 / sizeof(T);
+  const UnalignedCase cases[] = {
+      {{kRow, kRow, kRow, true}, {1, 0}, 0, 0},                      // A's pointer
+      {{kCol, kCol, kRow, true}, {0, 1}, 0, 0},                      // B's pointer
+      {{kRow, kCol, kCol, true}, {1, 1}, 0, 0},                      // both
+      {{kCol, kRow, kRow, true}, {kHalfVector, kHalfVector}, 0, 0},  // both 8 bytes off
+      {{kRow, kRow, kRow, true}, {}, 1, 0},                          // lda
+      {{kCol, kCol, kCol, true}, {}, 0, 1},                          // ldb
+  };
+  for (const Size& s : {Size{67, 131, 257}, Size{33, 17, 5}, Size{1, 1, 1}, Size{130, 9, 41}}) {
+    for (const UnalignedCase& u : cases) {
+      hg::Problem p = make_problem(s, u.layouts, TypeParam::kAllowTf32);
+      p.lda += u.lda_extra;
+      p.ldb += u.ldb_extra;
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        check_gemm<T>(p, init, ExpectPath::kSimt, u.offsets);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
     }
   }
 }
@@ -203,6 +322,10 @@ TYPED_TEST(GemmTest, AlphaBetaAccumulateIntoC) {
   }
 }
 
+/// K = 1000 leaves every split non-empty, the last one shorter (splits = ceil(K tiles / tiles per
+/// split): 7 asked of 16 tiles of 64 give 6 splits, the last tile 15 alone, k 960..999), so
+/// with integer data a reduction that skipped or repeated a split, the last one included,
+/// changes C exactly; a split the reduction reads but no block wrote is NaN (the workspace).
 TYPED_TEST(GemmTest, SplitKPartialsAddUpInAFixedOrder) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;

@@ -4,13 +4,16 @@
 ///        reads, an emulated ldmatrix.x4 on a swizzled tile hands every lane the elements that
 ///        the PTX fragment layouts of mma.m16n8k16 / m16n8k8.tf32 prescribe, the wgmma
 ///        descriptors address each element where the tile stores it (the PTX canonical layouts),
-///        the accumulator maps cover their atoms once, and the grouped block order visits every
+///        the accumulator maps cover their atoms once and put documented (lane, register) pairs
+///        where the hardware does (PTX mma.m16n8k16/k8 and wgmma, AMD's matrix instruction
+///        calculator for the MFMA 32x32 instructions), and the grouped block order visits every
 ///        tile once.
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -227,6 +230,68 @@ TEST(GemmLayout, AccumulatorMapsCoverTheirAtomOnce) {
       ASSERT_TRUE(seen.insert({c.m, c.n}).second);
     }
   EXPECT_EQ(seen.size(), 1024u);
+}
+
+/// Accumulator `reg` of lane `lane` holds element (m, n) of the atom's output: the value the
+/// vendor's documentation gives, written out, not computed.
+struct Placement {
+  int lane, reg, m, n;
+};
+
+template <typename Map>
+void expect_placements(const char* instruction, Map map, std::initializer_list<Placement> placements) {
+  for (const Placement& p : placements) {
+    const hg::AccumulatorCoord c = map(p.lane, p.reg);
+    EXPECT_TRUE(c.m == p.m && c.n == p.n) << instruction << ": lane " << p.lane << ", accumulator " << p.reg
+                                          << " mapped to (" << c.m << ", " << c.n << "), the hardware holds (" << p.m
+                                          << ", " << p.n << ") there";
+  }
+}
+
+TEST(GemmLayout, AccumulatorMapsPutElementsWhereTheHardwareDoes) {
+  // PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and "... for
+  // mma.m16n8k8" (.tf32), accumulators C/D: groupID = lane >> 2, threadID_in_group = lane % 4;
+  // c0, c1 at row groupID, c2, c3 at row groupID + 8; column threadID_in_group·2 + (i & 1).
+  // The 16 × 16 atom is two n8 instructions: accumulator 4h + i is c_i of the one for columns
+  // 8h..8h+7.
+  expect_placements("mma.sync m16n8k16 / m16n8k8", hg::mma_sync_accumulator,
+                    {{0, 0, 0, 0},     // first lane, c0
+                     {0, 3, 8, 1},     // c3: eight rows down, odd column
+                     {1, 0, 0, 2},     // next lane of the group: two columns on
+                     {4, 0, 1, 0},     // next group: one row down
+                     {5, 1, 1, 3},  {5, 2, 9, 2},  {5, 4, 1, 10}, {5, 7, 9, 11},  // second n8 half
+                     {18, 2, 12, 4}, {18, 5, 4, 13},
+                     {31, 3, 15, 7}, {31, 4, 7, 14}, {31, 7, 15, 15}});  // last lane
+  // PTX ISA, wgmma register fragment layouts for accumulator D (.m64nNk16 and .m64nNk8, the
+  // figures "WGMMA .m64nNk16/.m64nNk8 register fragment layout for accumulator matrix D"): warp w
+  // of the warpgroup holds rows 16w..16w+15 (the mainloop adds 16w); within them d[4j..4j+3] lie
+  // in columns 8j..8j+7 as c0..c3 of mma.m16n8 above, j up to N/8 − 1 (N = 256: d0..d127).
+  expect_placements("wgmma m64nNk16 / m64nNk8", hg::mma_sync_accumulator,
+                    {{0, 8, 0, 16},      // d8: third 8-column block
+                     {0, 127, 8, 249},   // d127 of N = 256: last block, row + 8, odd column
+                     {13, 62, 11, 122},  // groupID 3, threadID_in_group 1, d62 = c2 of block 15
+                     {30, 96, 7, 196},   // groupID 7, threadID_in_group 2, d96 = c0 of block 24
+                     {31, 125, 7, 255}});  // last lane, d125 = c1 of the last block
+  // AMD Matrix Instruction Calculator (ROCm/amd_matrix_instruction_calculator), D matrix of
+  // v_mfma_f32_32x32x2f32, v_mfma_f32_32x32x8f16, v_mfma_f32_32x32x8bf16_1k (CDNA2, gfx90a) and
+  // v_mfma_f32_32x32x2_f32, _32x32x8_f16, _32x32x8_bf16 (CDNA3, gfx94x), all alike: D[i][j] in
+  // GPR 4·floor(i / 8) + i % 4 of lane 32·floor(i / 4) % 64 + j, i.e. lane l holds column l % 32
+  // and GPR g row 8·floor(g / 4) + 4·floor(l / 32) + g % 4. Each entry is the tool's
+  // --matrix-entry answer "v<reg>{<lane>} = D[m][n]".
+  expect_placements("MFMA 32x32 (gfx90a, gfx94x)", hg::mfma32_accumulator,
+                    {{0, 0, 0, 0},     // v0{0}
+                     {0, 3, 3, 0},     // v3{0}: registers 0..3 are consecutive rows
+                     {0, 4, 8, 0},     // v4{0}: the next block of four registers, eight rows down
+                     {0, 15, 27, 0},   // v15{0}
+                     {31, 0, 0, 31},   // v0{31}: lanes run along the columns
+                     {31, 5, 9, 31},   // v5{31}
+                     {32, 0, 4, 0},    // v0{32}: the upper 32 lanes, four rows down
+                     {37, 6, 14, 5},   // v6{37}
+                     {37, 9, 21, 5},   // v9{37}
+                     {45, 2, 6, 13},   // v2{45}
+                     {50, 12, 28, 18}, // v12{50}
+                     {63, 11, 23, 31}, // v11{63}
+                     {63, 15, 31, 31}});  // v15{63}: last lane, last register
 }
 
 TEST(GemmLayout, GroupedTileOrderVisitsEveryTileOnce) {

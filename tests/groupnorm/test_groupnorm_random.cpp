@@ -22,10 +22,12 @@
 
 #include "common/gpu_test.hpp"
 #include "groupnorm/groupnorm_test_util.hpp"
+#include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/host/check.hpp"
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/groupnorm.hpp"
+#include "hipgrad/host/reference/groupnorm_tolerance.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
 #include "hipgrad/ops/groupnorm/backward_data.hpp"
 #include "hipgrad/ops/groupnorm/backward_gamma_beta.hpp"
@@ -38,6 +40,7 @@ using hipgrad::Status;
 using hipgrad::groupnorm::Activation;
 using namespace hipgrad::host;
 namespace gn = hipgrad::groupnorm;
+using hipgrad_test::require;
 
 constexpr int kProblems = 192;
 constexpr std::uint64_t kFirstSeed = 7001;
@@ -58,6 +61,13 @@ struct RandomProblem {
   Activation activation = Activation::kIdentity;
   float swish_beta = 1.0f;
   InitMethod init = InitMethod::kDecimals;
+  bool grouped = false;  ///< x and dy from fill_exposing_reductions (else fill())
+
+  hipgrad_test::Data data() const {
+    using hipgrad_test::Data;
+    if (grouped) return init == InitMethod::kIntegers ? Data::kGroupedIntegers : Data::kGroupedDecimals;
+    return init == InitMethod::kIntegers ? Data::kIntegers : Data::kDecimals;
+  }
 
   std::string describe() const {
     const auto placement = [](const char* name, const Placement& p) {
@@ -65,7 +75,7 @@ struct RandomProblem {
     };
     return "seed " + std::to_string(seed) + " " + hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups) +
            placement("x", x) + placement("dy", dy) + placement("out", out) + " " + gn::activation_name(activation) +
-           " beta " + std::to_string(swish_beta) + " " + init_method_name(init);
+           " beta " + std::to_string(swish_beta) + " " + hipgrad_test::data_name(data());
   }
 };
 
@@ -146,6 +156,8 @@ RandomProblem random_problem(std::uint64_t seed) {
   p.activation = uniform(rng, 0, 1) == 0 ? Activation::kIdentity : Activation::kSwish;
   p.swish_beta = pick<float>(rng, {1.0f, 0.8f, -0.75f, 2.5f, 0.0f, 0.03f, 40.0f});
   p.init = uniform(rng, 0, 1) == 0 ? InitMethod::kIntegers : InitMethod::kDecimals;
+  // Drawn last, so that the problems of the seeds stay the ones they were before it existed.
+  p.grouped = uniform(rng, 0, 1) == 0;
   return p;
 }
 
@@ -155,15 +167,14 @@ template <typename T>
 class PlacedBuffer {
  public:
   PlacedBuffer(const Tensor<T>& t, std::size_t offset) : offset_(offset), elements_(t.storage().size()) {
-    EXPECT_TRUE(buffer_.allocate(offset + elements_ + kGuardElements).is_ok());
-    EXPECT_TRUE(buffer_.fill_bytes(0xff).is_ok());
-    EXPECT_EQ(hipMemcpy(buffer_.data() + offset, t.data(), elements_ * sizeof(T), hipMemcpyHostToDevice), hipSuccess);
+    allocate_poisoned();
+    require(hipgrad::status_from_hip(
+                hipMemcpy(buffer_.data() + offset, t.data(), elements_ * sizeof(T), hipMemcpyHostToDevice), "hipMemcpy",
+                __FILE__, __LINE__),
+            "copy to the device");
   }
   /// For an output: poison only.
-  PlacedBuffer(std::size_t elements, std::size_t offset) : offset_(offset), elements_(elements) {
-    EXPECT_TRUE(buffer_.allocate(offset + elements_ + kGuardElements).is_ok());
-    EXPECT_TRUE(buffer_.fill_bytes(0xff).is_ok());
-  }
+  PlacedBuffer(std::size_t elements, std::size_t offset) : offset_(offset), elements_(elements) { allocate_poisoned(); }
 
   T* data() { return buffer_.data() + offset_; }
   const T* data() const { return buffer_.data() + offset_; }
@@ -172,7 +183,7 @@ class PlacedBuffer {
   /// logical ones that no longer hold the poison.
   Tensor<T> read_back(Tensor<T> like, std::int64_t* touched) const {
     std::vector<T> all(buffer_.size());
-    EXPECT_TRUE(buffer_.copy_to_host(all.data(), all.size()).is_ok());
+    require(buffer_.copy_to_host(all.data(), all.size()), "copy from the device");
     std::vector<bool> logical(all.size(), false);
     like.for_each_index([&](const std::vector<Index>& i) {
       logical[offset_ + static_cast<std::size_t>(like.offset(i))] = true;
@@ -188,6 +199,11 @@ class PlacedBuffer {
   }
 
  private:
+  void allocate_poisoned() {
+    require(buffer_.allocate(offset_ + elements_ + kGuardElements), "allocation");
+    require(buffer_.fill_bytes(0xff), "poison");
+  }
+
   DeviceBuffer<T> buffer_;
   std::size_t offset_, elements_;
 };
@@ -195,8 +211,8 @@ class PlacedBuffer {
 template <typename T>
 DeviceBuffer<T> poisoned_dense(std::size_t elements) {
   DeviceBuffer<T> b;
-  EXPECT_TRUE(b.allocate(elements).is_ok());
-  EXPECT_TRUE(b.fill_bytes(0xff).is_ok());
+  require(b.allocate(elements), "allocation");
+  require(b.fill_bytes(0xff), "poison");
   return b;
 }
 
@@ -232,15 +248,16 @@ template <typename T, typename TP>
 void check_forward(const RandomProblem& rp, RunCounts* runs) {
   SCOPED_TRACE("forward " + rp.describe());
   const Index n = rp.lengths[0], channels = rp.lengths[1];
-  Tensor<T> x(rp.lengths, rp.x.strides), y_ref(rp.lengths, rp.out.strides);
+  Tensor<T> x(rp.lengths, rp.x.strides), y_ref(rp.lengths, rp.out.strides), unused_dy(rp.lengths, rp.x.strides);
   Tensor<TP> gamma({channels}), beta({channels});
-  fill(x, rp.init, rp.seed + 1);
+  hipgrad_test::fill_data(x, unused_dy, rp.groups, rp.data(), rp.seed + 1);
   fill(gamma, rp.init, rp.seed + 2);
   fill(beta, rp.init, rp.seed + 3);
   Tensor<float> mean_ref({n, rp.groups}), rstd_ref({n, rp.groups});
   ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, rp.groups, 1e-5, rp.activation, rp.swish_beta, y_ref, mean_ref,
                                            rstd_ref).is_ok());
-  const Index group_size = x.num_elements() / n / rp.groups;
+  reference::GroupNormTolerances tol;
+  ASSERT_TRUE((reference::groupnorm_tolerances<T, TP>(x, nullptr, gamma, beta, mean_ref, rstd_ref, rp.groups, &tol).is_ok()));
   PlacedBuffer<T> d_x(x, rp.x.offset);
   auto d_gamma = hipgrad_test::upload(gamma), d_beta = hipgrad_test::upload(beta);
   for (gn::Algorithm algorithm : kAlgorithms) {
@@ -260,12 +277,12 @@ void check_forward(const RandomProblem& rp, RunCounts* runs) {
     ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
     ++(*runs)[algorithm];
     std::int64_t touched = 0;
-    const auto ym = check_close(d_y.read_back(y_ref, &touched), y_ref, default_tolerance<T>(group_size));
+    const auto ym = check_close(d_y.read_back(y_ref, &touched), y_ref, tol.y);
     EXPECT_TRUE(ym.ok) << Op::name(p) << " y: " << ym.report;
     EXPECT_EQ(touched, 0) << Op::name(p) << ": elements of y's allocation outside y were written";
-    const auto mm = check_close(hipgrad_test::download(d_mean, mean_ref), mean_ref, default_tolerance<float>(group_size));
+    const auto mm = check_close(hipgrad_test::download(d_mean, mean_ref), mean_ref, tol.mean);
     EXPECT_TRUE(mm.ok) << Op::name(p) << " mean: " << mm.report;
-    const auto rm = check_close(hipgrad_test::download(d_rstd, rstd_ref), rstd_ref, default_tolerance<float>(group_size));
+    const auto rm = check_close(hipgrad_test::download(d_rstd, rstd_ref), rstd_ref, tol.rstd);
     EXPECT_TRUE(rm.ok) << Op::name(p) << " rstd: " << rm.report;
   }
 }
@@ -279,8 +296,7 @@ void check_backward(const RandomProblem& rp, RunCounts* runs) {
   const Index n = rp.lengths[0], channels = rp.lengths[1];
   Tensor<T> x(rp.lengths, rp.x.strides), dy(rp.lengths, rp.dy.strides), y(rp.lengths, rp.x.strides);
   Tensor<TP> gamma({channels}), beta({channels});
-  fill(x, rp.init, rp.seed + 11);
-  fill(dy, rp.init, rp.seed + 12);
+  hipgrad_test::fill_data(x, dy, rp.groups, rp.data(), rp.seed + 11);
   fill(gamma, rp.init, rp.seed + 13);
   fill(beta, rp.init, rp.seed + 14);
   Tensor<float> mean({n, rp.groups}), rstd({n, rp.groups});
@@ -292,7 +308,8 @@ void check_backward(const RandomProblem& rp, RunCounts* runs) {
                                                  dx_ref).is_ok());
   ASSERT_TRUE(reference::groupnorm_backward_gamma_beta(dy, x, gamma, beta, mean, rstd, rp.groups, rp.activation,
                                                        rp.swish_beta, dgamma_ref, dbeta_ref).is_ok());
-  const Index group_size = x.num_elements() / n / rp.groups, per_channel = x.num_elements() / channels;
+  reference::GroupNormTolerances tol;
+  ASSERT_TRUE(reference::groupnorm_tolerances(x, &dy, gamma, beta, mean, rstd, rp.groups, &tol).is_ok());
   PlacedBuffer<T> d_x(x, rp.x.offset), d_dy(dy, rp.dy.offset);
   auto d_gamma = hipgrad_test::upload(gamma), d_beta = hipgrad_test::upload(beta);
   auto d_mean = hipgrad_test::upload(mean), d_rstd = hipgrad_test::upload(rstd);
@@ -328,7 +345,7 @@ void check_backward(const RandomProblem& rp, RunCounts* runs) {
     std::int64_t touched = 0;
     const Tensor<T> dx_out = d_dx.read_back(dx_ref, &touched);
     if (outputs != Outputs::kGammaBetaOnly) {
-      const auto m = check_close(dx_out, dx_ref, default_tolerance<T>(group_size));
+      const auto m = check_close(dx_out, dx_ref, tol.dx);
       EXPECT_TRUE(m.ok) << Op::name(p) << " dx: " << m.report;
       EXPECT_EQ(touched, 0) << Op::name(p) << ": elements of dx's allocation outside dx were written";
     } else {
@@ -337,9 +354,9 @@ void check_backward(const RandomProblem& rp, RunCounts* runs) {
     const Tensor<TP> dgamma_out = hipgrad_test::download(d_dgamma, dgamma_ref);
     const Tensor<TP> dbeta_out = hipgrad_test::download(d_dbeta, dbeta_ref);
     if (outputs != Outputs::kDataOnly) {
-      const auto g = check_close(dgamma_out, dgamma_ref, default_tolerance<TP>(per_channel));
+      const auto g = check_close(dgamma_out, dgamma_ref, tol.dgamma);
       EXPECT_TRUE(g.ok) << Op::name(p) << " dgamma: " << g.report;
-      const auto b = check_close(dbeta_out, dbeta_ref, default_tolerance<TP>(per_channel));
+      const auto b = check_close(dbeta_out, dbeta_ref, tol.dbeta);
       EXPECT_TRUE(b.ok) << Op::name(p) << " dbeta: " << b.report;
     }
   }

@@ -1,6 +1,7 @@
 /// @file test_host_check.cpp
-/// @brief host::check_close / check_equal / default_tolerance: planted errors are caught at the
-///        right index, non-finite values and mismatched lengths fail, layouts and types mix.
+/// @brief host::check_close / check_equal / averaged_tolerance / sum_tolerance: planted errors are
+///        caught at the right index, non-finite values and mismatched lengths fail, layouts and
+///        types mix, the bounds follow the math.
 
 #include <gtest/gtest.h>
 
@@ -24,7 +25,8 @@ using hipgrad::type_convert;
 using hipgrad::host::check_close;
 using hipgrad::host::check_equal;
 using hipgrad::host::CheckResult;
-using hipgrad::host::default_tolerance;
+using hipgrad::host::averaged_tolerance;
+using hipgrad::host::sum_tolerance;
 using hipgrad::host::fill;
 using hipgrad::host::Index;
 using hipgrad::host::InitMethod;
@@ -151,7 +153,7 @@ TEST(HostCheckClose, ComparesByLogicalIndexAcrossLayoutsAndTypes) {
   nhwc.for_each_index([&](const Indices& i) { nchw(i) = type_convert<double>(nhwc(i)); });
   EXPECT_TRUE(check_close(nhwc, nchw, Tolerance{0, 0}).ok);
   nhwc.at(1, 2, 3, 4) = half(type_convert<float>(nhwc.at(1, 2, 3, 4)) + 0.5f);
-  const CheckResult c = check_close(nhwc, nchw, default_tolerance<half>(1));
+  const CheckResult c = check_close(nhwc, nchw, averaged_tolerance<half>());
   EXPECT_FALSE(c.ok);
   EXPECT_NE(c.report.find("[1, 2, 3, 4]"), std::string::npos) << c.report;
 }
@@ -221,30 +223,46 @@ TEST(HostCheckEqual, IntegersAndNonFinite) {
   EXPECT_FALSE(check_equal(nan, same_nan).ok);
 }
 
-TEST(HostDefaultTolerance, OrderedByPrecisionAndGrowingWithLength) {
-  const Tolerance f64 = default_tolerance<double>(1);
-  const Tolerance f32 = default_tolerance<float>(1);
-  const Tolerance f16 = default_tolerance<half>(1);
-  const Tolerance b16 = default_tolerance<bfloat16>(1);
-  EXPECT_NEAR(f32.rtol, 1e-5, 1e-6);
+TEST(HostTolerance, OrderedByPrecision) {
+  const Tolerance f64 = averaged_tolerance<double>();
+  const Tolerance f32 = averaged_tolerance<float>();
+  const Tolerance f16 = averaged_tolerance<half>();
+  const Tolerance b16 = averaged_tolerance<bfloat16>();
+  EXPECT_NEAR(f32.rtol, 1e-5, 4e-6);
   EXPECT_NEAR(f16.rtol, 1e-3, 1e-5);
   EXPECT_NEAR(b16.rtol, 8e-3, 1e-5);
   EXPECT_LT(f64.rtol, 1e-11);
   EXPECT_LT(f64.rtol, f32.rtol);
   EXPECT_LT(f32.rtol, f16.rtol);
   EXPECT_LT(f16.rtol, b16.rtol);
+  EXPECT_LT(sum_tolerance<float>(1).rtol, f16.rtol);
+}
+
+// An average's bound is the same whatever it averaged over, and scales with the terms' size only.
+TEST(HostTolerance, AveragedBoundFollowsTheTermsNotTheirCount) {
+  const Tolerance one = averaged_tolerance<float>(), eight = averaged_tolerance<float>(8);
+  EXPECT_EQ(one.rtol, eight.rtol);
+  EXPECT_DOUBLE_EQ(eight.atol, 8 * one.atol);
+  EXPECT_DOUBLE_EQ(one.atol, one.rtol);
+  // fp32: well below a 1e-4 error, the size of a lost 1/8 of a group's data at the 1e-3 level.
+  EXPECT_LT(one.atol, 2e-5);
+}
+
+// A sum's bound grows like the square root of its length, both relative and absolute.
+TEST(HostTolerance, SumBoundGrowsLikeTheSquareRootOfTheLength) {
   for (std::int64_t n : {16, 1024, 1 << 20}) {
-    const Tolerance shorter = default_tolerance<float>(n / 16);
-    const Tolerance longer = default_tolerance<float>(n);
+    const Tolerance shorter = sum_tolerance<float>(n), longer = sum_tolerance<float>(4 * n);
+    EXPECT_DOUBLE_EQ(longer.atol, 2 * shorter.atol) << n;
     EXPECT_LT(shorter.rtol, longer.rtol) << n;
-    EXPECT_LT(shorter.atol, longer.atol) << n;
+    EXPECT_LT(longer.rtol - 1e-5, 2 * (shorter.rtol - 1e-5) + 1e-12) << n;
   }
-  // fp32 over a 4096-term sum: still far below what an indexing bug would produce.
-  EXPECT_LT(default_tolerance<float>(4096).rtol, 1e-4);
-  EXPECT_LT(default_tolerance<float>(4096).atol, 2e-3);
+  EXPECT_DOUBLE_EQ(sum_tolerance<half>(100, 3).atol, 3 * sum_tolerance<half>(100).atol);
+  // fp32 over a 4096-term sum of terms of order 1 (the sum ~64): far below a dropped term.
+  EXPECT_LT(sum_tolerance<float>(4096).rtol, 1e-4);
+  EXPECT_LT(sum_tolerance<float>(4096).atol, 1e-3);
   // Non-positive lengths count as 1.
-  EXPECT_EQ(default_tolerance<float>(0).rtol, f32.rtol);
-  EXPECT_EQ(default_tolerance<float>(-3).atol, f32.atol);
+  EXPECT_EQ(sum_tolerance<float>(0).rtol, sum_tolerance<float>(1).rtol);
+  EXPECT_EQ(sum_tolerance<float>(-3).atol, sum_tolerance<float>(1).atol);
 }
 
 }  // namespace

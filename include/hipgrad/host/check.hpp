@@ -27,36 +27,62 @@ struct Tolerance {
   double atol;
 };
 
-/// The tolerance for results stored as T that come out of sums of `accumulation_length` terms
-/// (the reduction length of a GroupNorm group, C·filter size of a convolution; 1 for elementwise).
-///
-/// Two error sources are budgeted:
-///  * the final rounding to T, plus a few ulps for the approximate fp32 transcendentals of fused
-///    ops (rsqrt, exp): a fixed relative term, about two unit roundoffs of T for fp16 (2^-11) and
-///    bf16 (2^-8), 1e-5 for fp32 and 1e-12 for double;
-///  * the fp32 accumulation (double for double results). Rounding errors of a sum behave like a
-///    random walk, so their relative size grows like sqrt(n)·u; tree-shaped reductions grow only
-///    like log2(n)·u, which sqrt(n) bounds from n = 16 on. The worst-case bound n·u is far too
-///    pessimistic for data from fill(). With cancellation the result can be much smaller than the
-///    partial sums, whose size is about sqrt(n) for zero-mean terms of order one, so the absolute
-///    term grows like n·u. That assumes |terms| of order one (what fill() produces); callers with
-///    larger data scale atol with it.
-/// Real indexing or synchronisation bugs produce errors of the order of the terms themselves,
-/// far above these bounds.
+namespace detail {
+
+/// The final rounding to T, plus a few ulps for the approximate fp32 transcendentals of fused ops
+/// (rsqrt, exp): about two unit roundoffs of T for fp16 (2^-11) and bf16 (2^-8), 1e-5 for fp32,
+/// 1e-12 for double.
 template <typename T>
-Tolerance default_tolerance(std::int64_t accumulation_length = 1) {
+constexpr double storage_tolerance() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_16bit_float_v<T>,
-                "default_tolerance: T must be float, double, half or bfloat16");
-  double storage = 0;
-  if constexpr (std::is_same_v<T, float>) storage = 1e-5;
-  else if constexpr (std::is_same_v<T, half>) storage = 1e-3;
-  else if constexpr (std::is_same_v<T, bfloat16>) storage = 8e-3;
-  else storage = 1e-12;
-  // Four unit roundoffs of the accumulation type: slack for the few roundings per step (an FMA,
-  // a conversion, the merge of partial sums).
-  const double accumulation = std::is_same_v<T, double> ? 4 * 0x1.0p-53 : 4 * 0x1.0p-24;
-  const double n = static_cast<double>(std::max<std::int64_t>(accumulation_length, 1));
-  return Tolerance{storage + accumulation * std::sqrt(n), storage + accumulation * n};
+                "tolerances: T must be float, double, half or bfloat16");
+  if constexpr (std::is_same_v<T, float>) return 1e-5;
+  else if constexpr (std::is_same_v<T, half>) return 1e-3;
+  else if constexpr (std::is_same_v<T, bfloat16>) return 8e-3;
+  else return 1e-12;
+}
+
+/// The unit roundoff of the accumulation: fp32 for every stored type, double for double.
+template <typename T>
+constexpr double accumulation_roundoff() {
+  return std::is_same_v<T, double> ? 0x1.0p-53 : 0x1.0p-24;
+}
+
+}  // namespace detail
+
+/// For results stored as T that are averages, or elementwise functions of averages and of the
+/// inputs: GroupNorm's y, dx, mean and rstd; anything elementwise (the default scale and the
+/// defaults of the budget give the plain storage tolerance).
+///
+/// An average of n terms of magnitude up to `scale` computed in fp32 carries a rounding error
+/// that does not grow with n: each partial sum of a blocked or tree-shaped reduction holds a run
+/// of terms, its rounding errors add like a random walk relative to the run (√run·u), and dividing
+/// by n takes the growth of the sum away. The budget is 64 unit roundoffs of the accumulation
+/// (runs of up to a few thousand terms per partial) on top of the storage rounding; relative to
+/// the result (rtol) and, for results that cancel to near 0, relative to `scale` (atol): `scale`
+/// is the magnitude of the terms the result is made of (for y: |γ|·|x̂| + |β|; for the mean: |x|),
+/// which the caller knows and the result may hide.
+/// Real indexing, synchronisation or formula bugs produce errors of the order of the terms.
+template <typename T>
+Tolerance averaged_tolerance(double scale = 1) {
+  const double budget = detail::storage_tolerance<T>() + 64 * detail::accumulation_roundoff<T>();
+  return Tolerance{budget, budget * scale};
+}
+
+/// For results stored as T that are sums of `terms` values of magnitude up to `term_scale` (a
+/// GEMM's dot products of length K, GroupNorm's dγ and dβ over N·spatial).
+///
+/// For random data of either sign the sum itself is of order term_scale·√terms, and the rounding
+/// errors of an fp32 sum grow like a random walk: relative to the result, like √terms·u (rtol,
+/// with four unit roundoffs a step for the FMA, conversions and merges); in absolute terms, where
+/// the sum cancels to near 0, the atol is the relative budget of averaged_tolerance applied to the
+/// sum's natural size term_scale·√terms. Both grow like √terms. Integer data whose sums are exact
+/// are checked with check_equal instead.
+template <typename T>
+Tolerance sum_tolerance(std::int64_t terms, double term_scale = 1) {
+  const double n = static_cast<double>(std::max<std::int64_t>(terms, 1));
+  const double u = detail::accumulation_roundoff<T>(), storage = detail::storage_tolerance<T>();
+  return Tolerance{storage + 4 * u * std::sqrt(n), (storage + 64 * u) * term_scale * std::sqrt(n)};
 }
 
 struct CheckResult {
