@@ -1,0 +1,275 @@
+"""Injected bugs for the mutation check (tests/mutation/run.py).
+
+Each entry of MUTATIONS is one wrong kernel: `old` is an exact snippet that must occur exactly once
+in `file` (under include/), and `new` replaces it. run.py builds `targets` (CMake targets) of a
+copy of the tree with the bug and runs each target's test binary with `filter[target]` (a gtest
+filter): the mutant is caught when at least one of those tests fails. The filters name test suites
+and tests by wildcards, broad enough to cover every test that is expected to catch the bug, so that
+a caught mutant shows that the suite fails, not that one hand-picked test does.
+
+The comment above each entry says why its site runs in those tests on an H100 (sm_90a). Where a
+formula is written once per kernel family (three-pass, one-read planes, one-read channels-last,
+staged), each family has its own entry.
+
+When a kernel changes so that an `old` snippet no longer occurs exactly once, run.py reports the
+entry as NOT APPLIED (and `run.sh --check` does so without building): update the snippet to the
+new code rather than dropping the entry.
+"""
+
+GEMM = ["test_gemm"]
+GROUPNORM = ["test_groupnorm"]
+
+# Filters (gtest syntax: ':' separates patterns, '*' and '?' are wildcards).
+GEMM_ALL = "GemmTest*"
+GEMM_SPLIT_K = "GemmTest*SplitK*:GemmTest*CpAsync*:GemmTest*Persistent*"
+# The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
+# guard under test here.
+GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
+GN_BACKWARD = "GroupNormTest*Backward*:GroupNormTest*Staged*-*BenchShapes*"
+GN_SWISH_BACKWARD = "GroupNormTest*Backward*:GroupNormTest*Swish*:GroupNormTest*Staged*-*BenchShapes*"
+
+MUTATIONS = [
+    # ---- GEMM ---------------------------------------------------------------------------------
+    # Every GEMM path (TMA kernel, cp.async wgmma, SIMT) stores through LinearCombination::store;
+    # for row-major C the extra columns land in C's padding (ldc = N + 9 in the padded cases), for
+    # column-major C (OddSizesEveryLayout's {row, row, col}) ldc ~ M cuts off the columns past it
+    # where M < N, and in split-K the partials of columns past N overwrite the next row's.
+    dict(
+        id="gemm_epilogue_ldc_columns",
+        bug="GEMM epilogue bounds-checks n against the leading dimension of C instead of N",
+        file="include/hipgrad/primitives/gemm/epilogue.hpp",
+        old="if (m >= m_size || n >= n_size) return;",
+        new="if (m >= m_size || n >= (stride_m > stride_n ? stride_m : stride_n)) return;",
+        targets=GEMM,
+        filter={"test_gemm": GEMM_ALL},
+    ),
+    # reduce_split_k runs after every launch with splits > 1, whatever the mainloop:
+    # SplitKPartialsAddUpInAFixedOrder (split 2, 3, 7), CpAsyncMainloopEveryLayout (split 2 for
+    # K > 200) and PersistentBlocksWalkSeveralTiles (split 3).
+    dict(
+        id="gemm_splitk_skips_last_split",
+        bug="GEMM split-K reduction adds splits 0..S-2 and skips the last split's partial",
+        file="include/hipgrad/primitives/gemm/epilogue.hpp",
+        old="for (int s = 0; s < splits; ++s) sum += partials[s * elements + i];",
+        new="for (int s = 0; s < splits - 1; ++s) sum += partials[s * elements + i];",
+        targets=GEMM,
+        filter={"test_gemm": GEMM_SPLIT_K},
+    ),
+    # DenseOperand::vector feeds the cp.async tile copies (CpAsyncMainloopEveryLayout runs the
+    # wgmma cp.async mainloop with kAllowTma = false) and the SIMT mainloop (exact fp32 in every
+    # GemmTest/0 test, and PackedLeadingDimensions' unaligned 16-bit operands). The TMA kernel
+    # does not read through it (see gemm_tma_k_off_by_one).
+    dict(
+        id="gemm_loader_k_off_by_one",
+        bug="GEMM operand loader reads element k+1 for k (both operands shifted by one along K)",
+        file="include/hipgrad/primitives/gemm/operand_loader.hpp",
+        old="const int outer = kKContiguous ? mn : k, inner = kKContiguous ? k : mn;",
+        new="const int outer = kKContiguous ? mn : k + 1, inner = kKContiguous ? k + 1 : mn;",
+        targets=GEMM,
+        filter={"test_gemm": GEMM_ALL},
+    ),
+    # The TMA kernel's own K coordinate: on sm_90a the GEMM op takes the TMA kernel for aligned
+    # fp16/bf16/TF32 operands (OddSizesEveryLayout's padded layouts, AlphaBeta, SplitK's padded
+    # row-major case, SecondTileConfigEveryLayout, PersistentBlocksWalkSeveralTiles).
+    dict(
+        id="gemm_tma_k_off_by_one",
+        bug="GEMM TMA producer loads the K tiles of A and B one element too far along K",
+        file="include/hipgrad/primitives/gemm/tma_mainloop.hpp",
+        old="const int k = (w.kt_begin + t) * Cfg::kBlockK;",
+        new="const int k = (w.kt_begin + t) * Cfg::kBlockK + 1;",
+        targets=GEMM,
+        filter={"test_gemm": GEMM_ALL},
+    ),
+    # ---- GroupNorm backward: dx without its correction terms ------------------------------------
+    # Three-pass: backward_group_coefficients runs for Algorithm::kThreePass (every case of
+    # BackwardMatchesReference, NCHW and NHWC) and for the padded layouts (kAuto).
+    dict(
+        id="gn_dx_no_correction_three_pass",
+        bug="GroupNorm three-pass backward: dx = rstd*gamma*dy (the Sum(dy) and Sum(dy*xhat) terms dropped)",
+        file="include/hipgrad/ops/groupnorm/detail/backward_kernels.hpp",
+        old="  const float q = -rs * rs * rs * ab[1] * inverse_count;\n  const float r = -rs * ab[0] * inverse_count;",
+        new="  const float q = 0.0f * ab[1] * inverse_count;\n  const float r = 0.0f * ab[0];",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # One-read planes: BackwardMatchesReference runs kOneRead on NCHW wherever the plane is a
+    # multiple of the vector (e.g. {2,16,8,8}, {1,6,8,4099}, {2,16,128,128} over a cluster).
+    dict(
+        id="gn_dx_no_correction_one_read_planes",
+        bug="GroupNorm one-read planes backward: dx = rstd*gamma*dy (both correction terms dropped)",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_planes.hpp",
+        old="const DataGradient d{s.rstd * s.gamma, -s.rstd * s.rstd * s.rstd * ab[1] * inverse_count, -s.rstd * ab[0] * inverse_count};",
+        new="const DataGradient d{s.rstd * s.gamma, 0.0f * ab[1] * inverse_count, 0.0f * ab[0]};",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # One-read channels last: BackwardMatchesReference runs kOneRead on NHWC for groups of an even
+    # channel count (single block, bands and clusters alike share this line).
+    dict(
+        id="gn_dx_no_correction_one_read_channels_last",
+        bug="GroupNorm one-read channels-last backward: dx = rstd*gamma*dy (both correction terms dropped)",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp",
+        old="const float rs = group_rstd, q = -rs * rs * rs * ab[1] * inverse_count, shift = -rs * ab[0] * inverse_count;",
+        new="const float rs = group_rstd, q = 0.0f * ab[1] * inverse_count, shift = 0.0f * ab[0];",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # Staged: BackwardMatchesReference runs kStaged on NHWC where channels are a multiple of the
+    # vector; identity and Swish both reach this line.
+    dict(
+        id="gn_dx_no_correction_staged",
+        bug="GroupNorm staged backward: dx = rstd*gamma*dy (both correction terms dropped)",
+        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        old="coefficients[e] = DataGradient{rs * state[e].gamma, -rs * rs * rs * ab[1] * inverse_count, -rs * ab[0] * inverse_count};",
+        new="coefficients[e] = DataGradient{rs * state[e].gamma, 0.0f * ab[1] * inverse_count, 0.0f * ab[0]};",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # ---- GroupNorm forward statistics from part of the group -------------------------------------
+    # Staged forward over a cluster: kStaged on NHWC runs clusters for units larger than a block
+    # ({1,32,61,67} "a band that fits 8 blocks", {2,16,128,128}, {1,32,128,128}, {2,160,48,64}).
+    # The last rank's Σ(x - shift), Σ(x - shift)² and its rows are left out, so mean and rstd are
+    # those of the other ranks' rows (7/8 of the group in a cluster of 8).
+    dict(
+        id="gn_stats_cluster_rank_dropped_staged",
+        bug="GroupNorm staged forward: the cluster merge drops the last block's partial sums and its count",
+        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        old=(
+            "  const float group_count = static_cast<float>(g.group_channels * m.positions);\n"
+            "  for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {\n"
+            "    const Sums total = ranks_total(exchange, k, m.band_groups, m.cluster);"
+        ),
+        new=(
+            "  const int kept_ranks = m.cluster > 1 ? m.cluster - 1 : 1;\n"
+            "  const float group_count =\n"
+            "      static_cast<float>(g.group_channels * (m.cluster > 1 ? m.block_end(kept_ranks - 1) : m.positions));\n"
+            "  for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {\n"
+            "    const Sums total = ranks_total(exchange, k, m.band_groups, kept_ranks);"
+        ),
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_FORWARD},
+    ),
+    # Three-pass forward: forward_group_statistics merges the group's per-channel Welford states
+    # (each the merge of the channel's tile blocks); every 8th channel's state is lost, count
+    # included: the statistics of 7/8 of an 8-channel group. kThreePass runs every case of
+    # ForwardMatchesReference; groups of 8+ channels: {256,81,9,9} G9, {1,320,64,32} G32,
+    # {2,16,128,128} G2, {2,160,48,64} G16, ...
+    dict(
+        id="gn_stats_channel_dropped_three_pass",
+        bug="GroupNorm three-pass forward: the group merge loses every 8th channel's Welford state (count included)",
+        file="include/hipgrad/ops/groupnorm/detail/forward_kernels.hpp",
+        old="[&](Index, const Moments& channel) { mine = welford_merge(mine, channel); });",
+        new="[&](Index i, const Moments& channel) { if (i % 8 != 7) mine = welford_merge(mine, channel); });",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_FORWARD},
+    ),
+    # ---- GroupNorm forward y and saved mean ------------------------------------------------------
+    # make_affine is the affine step of every forward kernel (three-pass forward_group_statistics,
+    # both one-read forwards, the staged forward); the backward builds its own (folded_affine), so
+    # only y changes. Fp32ForwardKeepsPrecisionFarFromZero (x around 16384) and the integer inputs
+    # of ForwardMatchesReference make the mean large against the tolerance.
+    dict(
+        id="gn_y_mean_not_subtracted",
+        bug="GroupNorm forward: y = gamma*rstd*x + beta (the mean is not subtracted)",
+        file="include/hipgrad/ops/groupnorm/detail/affine.hpp",
+        old="  if constexpr (kCenteredAffine<T>) return Affine{scale, mean, beta};\n  else return folded_affine(scale, mean, beta);",
+        new="  if constexpr (kCenteredAffine<T>) return Affine{scale, 0.0f * mean, beta};\n  else return folded_affine(scale, 0.0f * mean, beta);",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_FORWARD},
+    ),
+    # Three-pass: forward_group_statistics stores the saved mean (kThreePass in every case of
+    # ForwardMatchesReference; y still comes from the right mean through the Affine).
+    dict(
+        id="gn_saved_mean_zero_three_pass",
+        bug="GroupNorm three-pass forward: the saved mean is written as 0 (y still right)",
+        file="include/hipgrad/ops/groupnorm/detail/forward_kernels.hpp",
+        old="if (threadIdx.x == 0 && mean != nullptr) mean[blockIdx.x] = group_mean;",
+        new="if (threadIdx.x == 0 && mean != nullptr) mean[blockIdx.x] = 0.0f * group_mean;",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_FORWARD},
+    ),
+    # store_statistics saves mean/rstd for both one-read forwards and the staged forward
+    # (kOneRead and kStaged runs of ForwardMatchesReference and Fp32ForwardKeepsPrecisionFarFromZero).
+    dict(
+        id="gn_saved_mean_zero_one_read_staged",
+        bug="GroupNorm one-read and staged forwards: the saved mean is written as 0 (y still right)",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_common.hpp",
+        old="if (mean != nullptr) mean[group] = st.mean;",
+        new="if (mean != nullptr) mean[group] = 0.0f * st.mean;",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_FORWARD},
+    ),
+    # ---- GroupNorm backward: a block's partial lost in the cluster's meeting ---------------------
+    # Staged backward without activation (kStagedGroupMeeting): after the cluster barrier warp k
+    # adds the ranks' group totals; the last rank's (Σγ·Σdy, Σγ·Σdy·(x-μ)) is lost. Clusters in
+    # kStaged runs of BackwardMatchesReference ({1,32,61,67}, {1,32,128,128}: a cluster of 16, ...).
+    dict(
+        id="gn_bwd_cluster_partial_dropped_staged",
+        bug="GroupNorm staged backward (group meeting): the last block's group sums are dropped in the cluster merge",
+        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        old="const GradientSums part = lane < m.cluster ? exchange[lane * band_groups + warp] : GradientSums{{0.0f, 0.0f}};",
+        new="const GradientSums part = lane < (m.cluster > 1 ? m.cluster - 1 : 1) ? exchange[lane * band_groups + warp] : GradientSums{{0.0f, 0.0f}};",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # Staged backward with Swish meets over channel totals (cluster_channel_totals): the last
+    # rank's per-channel (Σdz, Σdz·(x-μ)) is lost (dx and dγ/dβ). Swish cases of kStaged in
+    # BackwardMatchesReference and SwishOfAnyBeta ({2,160,48,64}).
+    dict(
+        id="gn_bwd_cluster_partial_dropped_staged_swish",
+        bug="GroupNorm staged backward (channel meeting, Swish): the last block's channel sums are dropped in the cluster merge",
+        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        old="visit(c, ranks_total(exchange, c, channels, m.cluster));",
+        new="visit(c, ranks_total(exchange, c, channels, m.cluster > 1 ? m.cluster - 1 : 1));",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_SWISH_BACKWARD},
+    ),
+    # One-read planes backward over a cluster: kOneRead on NCHW for groups larger than a block
+    # ({2,16,128,128} G2, {1,6,8,4099}); the last rank's per-channel partial is lost.
+    dict(
+        id="gn_bwd_cluster_partial_dropped_one_read_planes",
+        bug="GroupNorm one-read planes backward: the last cluster block's channel sums are dropped in the merge",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_planes.hpp",
+        old="if (lane.leader) channel = cluster_sum_at(channel_partials, lane.channel, m.cluster);",
+        new="if (lane.leader) channel = cluster_sum_at(channel_partials, lane.channel, m.cluster - 1);",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # ---- GroupNorm dγ/dβ from half the rows ------------------------------------------------------
+    # fold_gamma_beta as the kernel of its own (backward_gamma_beta): after the three-pass and
+    # one-read backwards and the staged backward with Swish; N >= 2 cases ({256,81,9,9}, ...).
+    dict(
+        id="gn_dgamma_dbeta_half_rows_kernel",
+        bug="GroupNorm backward_gamma_beta: dgamma/dbeta summed over the first half of the samples only",
+        file="include/hipgrad/ops/groupnorm/detail/backward_kernels.hpp",
+        old="const Index count = g.n * parts;",
+        new="const Index count = kFlagged ? g.n * parts : (g.n * parts + 1) / 2;",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # The same fold in the staged grid's own fold blocks (staged_fold, kFlagged): the staged
+    # backward without activation with dγ/dβ (kStaged in BackwardMatchesReference,
+    # StagedFoldBlocksTakeSeveralChunks); its rows are N·cluster.
+    dict(
+        id="gn_dgamma_dbeta_half_rows_staged_fold",
+        bug="GroupNorm staged in-grid fold: dgamma/dbeta summed over the first half of the rows of totals only",
+        file="include/hipgrad/ops/groupnorm/detail/backward_kernels.hpp",
+        old="const Index count = g.n * parts;",
+        new="const Index count = kFlagged ? (g.n * parts + 1) / 2 : g.n * parts;",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_BACKWARD},
+    ),
+    # ---- GroupNorm Swish derivative ------------------------------------------------------------
+    # activation_gradient is dz for every backward kernel (three-pass sums and dx, one-read,
+    # staged) with a fused Swish: BackwardMatchesReference's Swish runs, SwishOfAnyBeta.
+    # (The CPU reference has its own swish_derivative in activation.hpp, left alone.)
+    dict(
+        id="gn_swish_derivative_sign",
+        bug="GroupNorm backward Swish derivative: sigma - beta*z*sigma*(1-sigma) (wrong sign on the second term)",
+        file="include/hipgrad/ops/groupnorm/detail/backward_kernels.hpp",
+        old="return dy * (sig + swish_beta * z * sig * (1.0f - sig));",
+        new="return dy * (sig - swish_beta * z * sig * (1.0f - sig));",
+        targets=GROUPNORM,
+        filter={"test_groupnorm": GN_SWISH_BACKWARD},
+    ),
+]
