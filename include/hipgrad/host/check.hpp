@@ -60,8 +60,9 @@ constexpr double accumulation_roundoff() {
 /// by n takes the growth of the sum away. The budget is 64 unit roundoffs of the accumulation
 /// (runs of up to a few thousand terms per partial) on top of the storage rounding; relative to
 /// the result (rtol) and, for results that cancel to near 0, relative to `scale` (atol): `scale`
-/// is the magnitude of the terms the result is made of (for y: |γ|·|x̂| + |β|; for the mean: |x|),
-/// which the caller knows and the result may hide.
+/// is the magnitude of the terms the result is made of (for the mean: |x|; for GroupNorm's y,
+/// |γ|·(|x̂| + rstd·|x|) + |β|, the mean's error at the size of x scaled by γ·rstd), which the caller
+/// knows and the result may hide.
 /// Real indexing, synchronisation or formula bugs produce errors of the order of the terms.
 template <typename T>
 Tolerance averaged_tolerance(double scale = 1) {
