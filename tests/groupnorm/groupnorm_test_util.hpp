@@ -54,6 +54,23 @@ hipgrad::host::Tensor<T> download(const hipgrad::host::DeviceBuffer<T>& b, hipgr
   return like;
 }
 
+/// How many of the `count` elements at `data` that are not marked in `logical` no longer hold the
+/// 0xff poison in every one of their bytes.
+template <typename T>
+std::int64_t written_outside(const T* data, std::size_t count, const std::vector<bool>& logical) {
+  std::int64_t written = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (logical[i]) continue;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(data + i);
+    for (std::size_t b = 0; b < sizeof(T); ++b)
+      if (bytes[b] != 0xff) {
+        ++written;
+        break;
+      }
+  }
+  return written;
+}
+
 /// How a test's x and dy are drawn.
 enum class Data {
   kIntegers,            ///< fill(): integers in [−5, 5], independent, mean 0
@@ -97,19 +114,19 @@ inline double draw(std::uint64_t seed, std::uint64_t key, std::int64_t lo, std::
 ///    hold different partial sums);
 ///  * dy = a[n, g] + b[n, g]·(x − m[n, g]) + noise: a mean, and a component along x̂, so that Σdy and
 ///    Σdy·x̂ over a group (and over a channel, for dβ and dγ) are O(n).
-/// Integer-valued (|x| ≤ 7, |dy| ≤ 8: exact in every storage type) or decimals of the same sizes;
+/// dy may be null (a forward's test). Integer-valued (|x| ≤ 7, |dy| ≤ 8: exact in every storage type) or decimals of the same sizes;
 /// where a channel has more than 512 values, dy is scaled by a power of two so that Σ|dy|·|x̂| over
 /// a channel stays below 2^14, and dγ, dβ within fp16's range (dy stays exact: a few significant
 /// bits times a power of two). Each value is a function of the seed and its logical index,
 /// whatever the layouts.
 template <typename T>
-void fill_exposing_reductions(hipgrad::host::Tensor<T>& x, hipgrad::host::Tensor<T>& dy, hipgrad::Index groups,
+void fill_exposing_reductions(hipgrad::host::Tensor<T>& x, hipgrad::host::Tensor<T>* dy, hipgrad::Index groups,
                               bool integers, std::uint64_t seed) {
   using hipgrad::Index;
   namespace ref = hipgrad::host::reference::groupnorm_detail;
   const Index n_count = x.length(0), channels = x.length(1), group_channels = channels / groups;
   const Index positions = x.num_elements() / (n_count * channels);
-  const ref::Addressing x_at(x), dy_at(dy);
+  const ref::Addressing x_at(x), dy_at(dy ? *dy : x);
   double dy_scale = 1;
   while (32.0 * static_cast<double>(n_count * positions) * dy_scale > 16384.0) dy_scale /= 2;
   for (Index n = 0; n < n_count; ++n)
@@ -128,19 +145,21 @@ void fill_exposing_reductions(hipgrad::host::Tensor<T>& x, hipgrad::host::Tensor
                                      : 3.0 * static_cast<double>(s) / static_cast<double>(positions) - 2;
         const double xv = m + o + ramp + detail::draw(seed + 2, key, -1, 1, integers);
         x.data()[x_at(n, c, s)] = hipgrad::type_convert<T>(xv);
+        if (!dy) continue;
         const double dyv = a + b * (xv - m) + detail::draw(seed + 5, key, -2, 2, integers);
-        dy.data()[dy_at(n, c, s)] = hipgrad::type_convert<T>(dy_scale * dyv);
+        dy->data()[dy_at(n, c, s)] = hipgrad::type_convert<T>(dy_scale * dyv);
       }
     }
 }
 
-/// Fills x and dy as `data` says (fill() for the independent kinds, with seeds seed and seed + 1).
+/// Fills x and dy (unless null) as `data` says (fill() for the independent kinds, with seeds seed
+/// and seed + 1).
 template <typename T>
-void fill_data(hipgrad::host::Tensor<T>& x, hipgrad::host::Tensor<T>& dy, hipgrad::Index groups, Data data,
+void fill_data(hipgrad::host::Tensor<T>& x, hipgrad::host::Tensor<T>* dy, hipgrad::Index groups, Data data,
                std::uint64_t seed) {
   if (data == Data::kIntegers || data == Data::kDecimals) {
     hipgrad::host::fill(x, init_of(data), seed);
-    hipgrad::host::fill(dy, init_of(data), seed + 1);
+    if (dy) hipgrad::host::fill(*dy, init_of(data), seed + 1);
   } else {
     fill_exposing_reductions(x, dy, groups, data == Data::kGroupedIntegers, seed);
   }

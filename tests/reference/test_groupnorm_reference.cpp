@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hipgrad/host/reference/groupnorm.hpp"
+#include "hipgrad/host/reference/groupnorm_tolerance.hpp"
 #include "reference_test_util.hpp"
 
 namespace {
@@ -384,6 +385,39 @@ TEST(GroupNormReferenceArguments, BackwardRejectsBadArguments) {
   p.dbeta = Tensor<float>({6});
   p.mean = Tensor<float>({6, 2});
   expect_invalid(p.backward(), {"mean", "[6, 2]", "[2, 2]"});
+}
+
+// ---- tolerances ------------------------------------------------------------------------------
+
+void expect_same(const hipgrad::host::Tolerance& got, const hipgrad::host::Tolerance& want, const char* what) {
+  EXPECT_DOUBLE_EQ(got.rtol, want.rtol) << what;
+  EXPECT_DOUBLE_EQ(got.atol, want.atol) << what;
+}
+
+// One group of x [1, 2, 2] = {1, 3 | -1, 5}, μ = 1, rstd = 0.5 (x̂ = {0, 1 | -1, 2}), γ = {2, -3},
+// β = {1, 0.5}, dy = {1, -2 | 0.5, 4}; the largest terms worked out by hand:
+// y: |γ|·(|x̂| + rstd·|x|) + |β| = 3·(2 + 2.5) + 0.5 = 14; mean: |x| = 5; rstd 0.5;
+// dx: mean|γ·dy| = 19.5/4, mean|γ·dy·x̂| = 29.5/4, largest rstd·(|γ·dy| + 4.875 + |x̂|·7.375) =
+// 0.5·(12 + 4.875 + 14.75) = 15.8125; dγ, dβ over 2 terms up to |dy·x̂| = 8 and |dy| = 4.
+TEST(GroupNormTolerances, FromTheTermsOfEachOutput) {
+  namespace hh = hipgrad::host;
+  Tensor<float> x({1, 2, 2}), dy({1, 2, 2}), gamma({2}), beta({2}), mean({1, 1}), rstd({1, 1});
+  const float xs[] = {1, 3, -1, 5}, dys[] = {1, -2, 0.5f, 4};
+  for (Index i = 0; i < 4; ++i) x.at(0, i / 2, i % 2) = xs[i], dy.at(0, i / 2, i % 2) = dys[i];
+  gamma.at(0) = 2, gamma.at(1) = -3, beta.at(0) = 1, beta.at(1) = 0.5f, mean.at(0, 0) = 1, rstd.at(0, 0) = 0.5f;
+  ref::GroupNormTolerances t;
+  ASSERT_TRUE(ref::groupnorm_tolerances(x, &dy, gamma, beta, mean, rstd, 1, &t).is_ok());
+  expect_same(t.y, hh::averaged_tolerance<float>(14), "y");
+  expect_same(t.mean, hh::averaged_tolerance<float>(5), "mean");
+  expect_same(t.rstd, hh::averaged_tolerance<float>(0.5), "rstd");
+  expect_same(t.dx, hh::averaged_tolerance<float>(1.1 * 15.8125), "dx");
+  expect_same(t.dgamma, hh::sum_tolerance<float>(2, 1.1 * 8), "dgamma");
+  expect_same(t.dbeta, hh::sum_tolerance<float>(2, 1.1 * 4), "dbeta");
+  // Bad arguments: a reason, never a crash.
+  expect_invalid(ref::groupnorm_tolerances(x, &dy, gamma, beta, mean, rstd, 3, &t), {"G=3"});
+  Tensor<float> short_dy({1, 2, 1});
+  expect_invalid(ref::groupnorm_tolerances(x, &short_dy, gamma, beta, mean, rstd, 1, &t), {"dy"});
+  expect_invalid(ref::groupnorm_tolerances(x, &dy, gamma, beta, mean, rstd, 1, nullptr), {"null"});
 }
 
 // ---- Swish helpers ----------------------------------------------------------------------------

@@ -91,6 +91,7 @@ Status groupnorm_tolerances(const Tensor<T>& x, const Tensor<T>* dy, const Tenso
                             const Tensor<float>& mean, const Tensor<float>& rstd, Index groups,
                             GroupNormTolerances* out) {
   using namespace groupnorm_detail;
+  if (!out) return Status::invalid_argument("groupnorm_tolerances: the output must not be null");
   Shape shape;
   HIPGRAD_RETURN_IF_ERROR(make_shape(x, groups, shape));
   HIPGRAD_RETURN_IF_ERROR(check_parameters(shape, gamma, beta, mean, rstd));
