@@ -2,9 +2,12 @@
 /// @brief GEMM benchmark: C = A·B (all row-major) for fp16, bf16, fp32 as TF32 and exact fp32
 ///        at a list of sizes, for each candidate tile configuration of the matrix path; one JSON
 ///        line per (dtype, size, configuration), see bench_harness.hpp. bench/torch_gemm.py
-///        times torch.matmul on the same lines.
+///        times torch.matmul on the same lines. --host-overhead instead prints a table of the
+///        host µs per run() call on small problems (back-to-back calls, then one wait for the
+///        GPU), beside that of launching an empty kernel.
 ///
 ///   bench_gemm [--dtypes=fp16,bf16,tf32,fp32] [--sizes=4096,8192] [--repeats=20] [--configs=all|default]
+///   bench_gemm --host-overhead [--calls=1000]
 
 #include <cstdint>
 #include <cstdio>
@@ -54,16 +57,25 @@ Status make_buffers(Index m, Index n, Index k, Buffers<T>* buffers) {
   return buffers->c.fill_bytes(0xff);
 }
 
-template <typename T, typename Cfg, bool kTma = true>
-Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o) {
-  using Op = hg::Gemm<T, Cfg, kTma>;
+/// One line for configuration Cfg; a forced algorithm that this device cannot run is reported on
+/// stderr and skipped.
+template <typename T, typename Cfg>
+Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o,
+               hg::Algorithm algorithm = hg::Algorithm::kAuto) {
+  using Op = hg::Gemm<T, Cfg>;
   hg::Problem p = hg::Problem::packed(size, size, size);
   p.allow_tf32 = tf32;
+  p.algorithm = algorithm;
   auto args = [&](int copy) {
     return typename Op::Args{buffers.a.data() + copy * buffers.a_elements, buffers.b.data() + copy * buffers.b_elements,
                              buffers.c.data()};
   };
-  HIPGRAD_RETURN_IF_ERROR(Op::can_implement(p, args(0)));
+  const Status can = Op::can_implement(p, args(0));
+  if (algorithm != hg::Algorithm::kAuto && can.code() == hipgrad::StatusCode::kNotSupported) {
+    std::fprintf(stderr, "bench_gemm: skipped %s: %s\n", Op::name(p, args(0)).c_str(), can.to_string().c_str());
+    return Status::ok();
+  }
+  HIPGRAD_RETURN_IF_ERROR(can);
   float ms = 0;
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
       [&](int copy) { return Op::run(p, args(copy), nullptr, 0, nullptr); }, buffers.copies, o.repeats, &ms));
@@ -82,7 +94,7 @@ Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, co
 }
 
 /// Candidate configurations of the matrix path for 16-bit data (the first is the default): on
-/// sm_90a two for the TMA kernel and the cp.async wgmma mainloop's own.
+/// sm_90a two for the TMA kernel and the cp.async wgmma mainloop's own (forced kMatrix).
 template <typename T>
 Status measure_16bit(const char* dtype, Index size, const Options& o) {
   Buffers<T> b;
@@ -90,7 +102,7 @@ Status measure_16bit(const char* dtype, Index size, const Options& o) {
   HIPGRAD_RETURN_IF_ERROR((measure<T, hg::DefaultConfigFor<T>>(dtype, size, false, b, o)));
   if (!o.all_configs) return Status::ok();
   HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<256, 128, 64, 4, 2, 4>>(dtype, size, false, b, o)));
-  return measure<T, hg::CpAsyncWgmmaConfigFor<T>, false>(dtype, size, false, b, o);
+  return measure<T, hg::CpAsyncWgmmaConfigFor<T>>(dtype, size, false, b, o, hg::Algorithm::kMatrix);
 }
 
 Status measure_fp32(Index size, bool tf32, const Options& o) {
@@ -100,7 +112,7 @@ Status measure_fp32(Index size, bool tf32, const Options& o) {
   HIPGRAD_RETURN_IF_ERROR((measure<float, hg::DefaultConfigFor<float>>(dtype, size, tf32, b, o)));
   if (!tf32 || !o.all_configs) return Status::ok();
   HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 256, 32, 2, 4, 4>>(dtype, size, tf32, b, o)));
-  return measure<float, hg::CpAsyncWgmmaConfigFor<float>, false>(dtype, size, tf32, b, o);
+  return measure<float, hg::CpAsyncWgmmaConfigFor<float>>(dtype, size, tf32, b, o, hg::Algorithm::kMatrix);
 }
 
 Status run(const std::string& dtype, Index size, const Options& o) {
@@ -111,21 +123,64 @@ Status run(const std::string& dtype, Index size, const Options& o) {
   return Status::invalid_argument("unknown dtype " + dtype + " (fp16, bf16, tf32, fp32)");
 }
 
+// ---- --host-overhead ---------------------------------------------------------------------------
+
+/// One table row: host µs per run() of a packed row-major size³ problem on `algorithm`
+/// (host_microseconds_per_call: back-to-back calls, then one wait for the GPU).
+template <typename T>
+Status host_overhead_row(const char* dtype, Index size, bool tf32, hg::Algorithm algorithm, int calls) {
+  using Op = hg::Gemm<T>;
+  hg::Problem p = hg::Problem::packed(size, size, size);
+  p.allow_tf32 = tf32;
+  p.algorithm = algorithm;
+  Buffers<T> b;
+  HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
+  const typename Op::Args args{b.a.data(), b.b.data(), b.c.data()};
+  const std::string problem = std::string(dtype) + " " + std::to_string(size) + "³ " + hg::algorithm_name(algorithm);
+  const Status can = Op::can_implement(p, args);
+  if (!can.is_ok()) {
+    std::printf("| gemm | %s | (%s) | - | - | - | - |\n", problem.c_str(), can.to_string().c_str());
+    return Status::ok();
+  }
+  return hipgrad::bench::print_host_overhead_row(
+      "gemm", problem, Op::name(p, args), 1, [&] { return Op::run(p, args, nullptr, 0, nullptr); },
+      [&] { return Op::can_implement(p, args); }, calls);
+}
+
+/// --host-overhead: the empty launch's floor, then one row per small problem (fp16 on kAuto,
+/// which takes the TMA kernel on sm_90a, and on kMatrix, which builds no tensor maps).
+Status host_overhead(int calls) {
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::print_host_overhead_header(calls));
+  HIPGRAD_RETURN_IF_ERROR(host_overhead_row<hipgrad::half>("fp16", 64, false, hg::Algorithm::kAuto, calls));
+  HIPGRAD_RETURN_IF_ERROR(host_overhead_row<hipgrad::half>("fp16", 64, false, hg::Algorithm::kMatrix, calls));
+  HIPGRAD_RETURN_IF_ERROR(host_overhead_row<hipgrad::bfloat16>("bf16", 128, false, hg::Algorithm::kAuto, calls));
+  HIPGRAD_RETURN_IF_ERROR(host_overhead_row<float>("fp32", 64, false, hg::Algorithm::kSimt, calls));
+  return host_overhead_row<float>("tf32", 64, true, hg::Algorithm::kAuto, calls);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "sizes", "repeats", "configs"});
+  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "sizes", "repeats", "configs", "host-overhead", "calls"});
   Options o;
   o.repeats = static_cast<int>(args.get_int("repeats", 20));
   o.all_configs = args.get_string("configs", "all") == "all";
+  const bool host_overhead_mode = args.get_bool("host-overhead", false);
+  const auto calls = static_cast<int>(args.get_int("calls", 1000));
   if (s.is_ok()) s = args.option_status();
-  if (!s.is_ok() || o.repeats < 1) {
-    std::fprintf(stderr, "bench_gemm: %s\n", s.is_ok() ? "--repeats must be positive" : s.to_string().c_str());
+  if (!s.is_ok() || o.repeats < 1 || calls < 1) {
+    std::fprintf(stderr, "bench_gemm: %s\n",
+                 s.is_ok() ? "--repeats and --calls must be positive" : s.to_string().c_str());
     return 2;
   }
   if (!hipgrad::host::require_gpu("bench_gemm")) return 1;
+  if (host_overhead_mode) {
+    s = host_overhead(calls);
+    if (!s.is_ok()) std::fprintf(stderr, "bench_gemm: %s\n", s.to_string().c_str());
+    return s.is_ok() ? 0 : 1;
+  }
   for (const std::string& size : hipgrad::bench::split_list(args.get_string("sizes", "4096,8192"))) {
     for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,tf32,fp32"))) {
       s = run(dtype, std::stoll(size), o);

@@ -3,6 +3,4 @@
 ///        checked against the CPU reference and timed; the command line is in groupnorm_example.hpp.
 #include "groupnorm_example.hpp"
 
-int main(int argc, char** argv) {
-  return groupnorm_example::example_main<groupnorm_example::Op::kForward>(argc, argv);
-}
+int main(int argc, char** argv) { return groupnorm_example::example_main<groupnorm_example::Op::kForward>(argc, argv); }

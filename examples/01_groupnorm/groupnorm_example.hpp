@@ -67,11 +67,11 @@ template <Op kOp>
 using ProblemOf = std::conditional_t<kOp == Op::kForward, gn::ForwardProblem, gn::BackwardProblem>;
 
 template <Op kOp, typename T, typename TP>
-using KernelOf = std::conditional_t<
-    kOp == Op::kForward, gn::Forward<T, TP>,
-    std::conditional_t<kOp == Op::kBackwardData, gn::BackwardData<T, TP>,
-                       std::conditional_t<kOp == Op::kBackwardGammaBeta, gn::BackwardGammaBeta<T, TP>,
-                                          gn::Backward<T, TP>>>>;
+using KernelOf =
+    std::conditional_t<kOp == Op::kForward, gn::Forward<T, TP>,
+                       std::conditional_t<kOp == Op::kBackwardData, gn::BackwardData<T, TP>,
+                                          std::conditional_t<kOp == Op::kBackwardGammaBeta,
+                                                             gn::BackwardGammaBeta<T, TP>, gn::Backward<T, TP>>>>;
 
 // ---- command line -------------------------------------------------------------------------------
 
@@ -343,11 +343,11 @@ typename KernelOf<kOp, T, TP>::Args make_args(DeviceTensors<T, TP>& d, int itera
   } else if constexpr (kOp == Op::kBackwardData) {
     return {d.dy_copy(iteration), d.x_copy(iteration), gamma, beta, d.mean.data(), d.rstd.data(), d.out.data()};
   } else if constexpr (kOp == Op::kBackwardGammaBeta) {
-    return {d.dy_copy(iteration), d.x_copy(iteration), gamma, beta, d.mean.data(), d.rstd.data(),
-            d.dgamma.data(), d.dbeta.data()};
+    return {d.dy_copy(iteration), d.x_copy(iteration), gamma,           beta,
+            d.mean.data(),        d.rstd.data(),       d.dgamma.data(), d.dbeta.data()};
   } else {
-    return {d.dy_copy(iteration), d.x_copy(iteration), gamma, beta, d.mean.data(), d.rstd.data(),
-            d.out.data(), d.dgamma.data(), d.dbeta.data()};
+    return {d.dy_copy(iteration), d.x_copy(iteration), gamma,           beta,          d.mean.data(),
+            d.rstd.data(),        d.out.data(),        d.dgamma.data(), d.dbeta.data()};
   }
 }
 
@@ -482,8 +482,8 @@ double traffic_bytes(const Config& c) {
   const double stats = 2.0 * static_cast<double>(c.n * c.groups) * sizeof(float);
   const double params = 2.0 * static_cast<double>(c.channels()) * sizeof(TP);
   switch (kOp) {
-    case Op::kForward: return 2 * data + stats;            // x in; y, mean, rstd out
-    case Op::kBackwardData: return 3 * data;               // x, dy in; dx out
+    case Op::kForward: return 2 * data + stats;             // x in; y, mean, rstd out
+    case Op::kBackwardData: return 3 * data;                // x, dy in; dx out
     case Op::kBackwardGammaBeta: return 2 * data + params;  // x, dy in; dγ, dβ out
     case Op::kBackward: return 3 * data + params;           // x, dy in; dx, dγ, dβ out
   }

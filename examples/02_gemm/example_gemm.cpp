@@ -3,7 +3,7 @@
 ///        CPU reference and timed.
 ///
 ///   example_gemm [verify init time [M N K]] [--dtype=fp16|bf16|fp32] [--tf32=0|1]
-///       [--layout=rrr] [--alpha=1] [--beta=0] [--split-k=1] [--repeats=20]
+///       [--layout=rrr] [--alpha=1] [--beta=0] [--split-k=1] [--algorithm=auto] [--repeats=20]
 ///
 /// --layout names the layouts of A, B and C, r (row-major) or c (column-major) each. Exit
 /// status: 0 passed, 1 mismatch or runtime error (no GPU included), 2 usage error.
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ constexpr const char* kOptionsHelp =
     "  --layout=rrr             layouts of A, B, C: r row-major, c column-major (default rrr)\n"
     "  --alpha=1 --beta=0       C = alpha*A*B + beta*C\n"
     "  --split-k=1              K slices summed in a fixed order\n"
+    "  --algorithm=auto         auto, tma, matrix or simt (a forced one that cannot run is an error)\n"
     "  --repeats=20             timed runs when time=1\n";
 
 struct Config {
@@ -59,9 +61,21 @@ Status parse_layout(const std::string& text, hg::Problem* p) {
   return Status::ok();
 }
 
+Status parse_algorithm(const std::string& text, hg::Problem* p) {
+  for (hg::Algorithm algorithm :
+       {hg::Algorithm::kAuto, hg::Algorithm::kTma, hg::Algorithm::kMatrix, hg::Algorithm::kSimt}) {
+    if (text == hg::algorithm_name(algorithm)) {
+      p->algorithm = algorithm;
+      return Status::ok();
+    }
+  }
+  return Status::invalid_argument("bad option --algorithm=" + text + ": expected auto, tma, matrix or simt");
+}
+
 Status parse_config(Config* c) {
   const hh::ExampleArgs& a = c->args;
-  HIPGRAD_RETURN_IF_ERROR(a.reject_unknown_options({"dtype", "tf32", "layout", "alpha", "beta", "split-k", "repeats"}));
+  HIPGRAD_RETURN_IF_ERROR(
+      a.reject_unknown_options({"dtype", "tf32", "layout", "alpha", "beta", "split-k", "algorithm", "repeats"}));
   if (!a.sizes.empty() && a.sizes.size() != 3) {
     return Status::invalid_argument("expected 0 or 3 sizes (M N K), got " + std::to_string(a.sizes.size()));
   }
@@ -76,7 +90,9 @@ Status parse_config(Config* c) {
   const std::int64_t split = a.get_int("split-k", 1), repeats = a.get_int("repeats", 20);
   HIPGRAD_RETURN_IF_ERROR(a.option_status());
   HIPGRAD_RETURN_IF_ERROR(parse_layout(a.get_string("layout", "rrr"), &c->problem));
-  if (c->problem.allow_tf32 && c->dtype != "fp32") return Status::invalid_argument("--tf32 applies to --dtype=fp32 only");
+  HIPGRAD_RETURN_IF_ERROR(parse_algorithm(a.get_string("algorithm", "auto"), &c->problem));
+  if (c->problem.allow_tf32 && c->dtype != "fp32")
+    return Status::invalid_argument("--tf32 applies to --dtype=fp32 only");
   if (split < 1 || split > 65535) return Status::invalid_argument("--split-k must be 1 to 65535");
   if (repeats < 1 || repeats > 1000000) return Status::invalid_argument("--repeats must be 1 to 1000000");
   c->problem.split_k = static_cast<int>(split);
@@ -114,7 +130,8 @@ Status upload_copies(const hh::Tensor<T>& t, int copies, hh::DeviceBuffer<T>* d)
 }
 
 template <typename T>
-Status run_on_device(const Config& c, const hh::Tensor<T>& a, const hh::Tensor<T>& b, hh::Tensor<T>* result, float* ms) {
+Status run_on_device(const Config& c, const hh::Tensor<T>& a, const hh::Tensor<T>& b, hh::Tensor<T>* result,
+                     float* ms) {
   using Op = hg::Gemm<T>;
   const hg::Problem& p = c.problem;
   DeviceData<T> d;
@@ -153,8 +170,10 @@ int run(const Config& c) {
   hh::Tensor<T> a = matrix_tensor<T>(p.a()), b = matrix_tensor<T>(p.b()), result = matrix_tensor<T>(p.c());
   hh::fill(a, c.args.init, 1);
   hh::fill(b, c.args.init, 2);
-  if (p.beta != 0) hh::fill(result, c.args.init, 3);
-  else std::memset(result.data(), 0xff, result.storage_bytes());
+  if (p.beta != 0)
+    hh::fill(result, c.args.init, 3);
+  else
+    std::memset(result.data(), 0xff, result.storage_bytes());
   const hh::Tensor<T> c_in = result;
   std::printf("%s %s, init %s, alpha %g beta %g\n", p.to_string().c_str(), c.dtype.c_str(),
               hh::init_method_name(c.args.init), p.alpha, p.beta);
@@ -171,9 +190,10 @@ int run(const Config& c) {
     ok = r.ok;
   }
   if (c.args.time) {
-    const double bytes = static_cast<double>(sizeof(T)) *
-                         static_cast<double>(p.m * p.k + p.k * p.n + p.m * p.n * (p.beta != 0 ? 2 : 1));
-    std::printf("Perf: %.4f ms, %.2f TFlops, %.2f GB/s\n", ms, p.flops() / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9);
+    const double bytes =
+        static_cast<double>(sizeof(T)) * static_cast<double>(p.m * p.k + p.k * p.n + p.m * p.n * (p.beta != 0 ? 2 : 1));
+    std::printf("Perf: %.4f ms, %.2f TFlops, %.2f GB/s\n", ms, p.flops() / (ms * 1e-3) / 1e12,
+                bytes / (ms * 1e-3) / 1e9);
   }
   return ok ? 0 : 1;
 }

@@ -25,14 +25,14 @@ TEST(HalfConversion, KnownValues) {
   EXPECT_EQ(half_bits(-0.0f), 0x8000);
   EXPECT_EQ(half_bits(1.0f), 0x3c00);
   EXPECT_EQ(half_bits(-2.0f), 0xc000);
-  EXPECT_EQ(half_bits(65504.0f), 0x7bff);                 // largest finite half
-  EXPECT_EQ(half_bits(65519.996f), 0x7bff);               // just below the rounding midpoint
-  EXPECT_EQ(half_bits(65520.0f), 0x7c00);                 // the midpoint rounds (to even) to inf
-  EXPECT_EQ(half_bits(std::ldexp(1.0f, -24)), 0x0001);    // smallest subnormal
-  EXPECT_EQ(half_bits(std::ldexp(1.0f, -25)), 0x0000);    // tie between 0 and 2^-24: even is 0
-  EXPECT_EQ(half_bits(std::ldexp(1.5f, -25)), 0x0001);    // above the tie
-  EXPECT_EQ(half_bits(std::ldexp(3.0f, -25)), 0x0002);    // tie between 1 and 2 ulps: even is 2
-  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14)), 0x0400);    // smallest normal
+  EXPECT_EQ(half_bits(65504.0f), 0x7bff);                      // largest finite half
+  EXPECT_EQ(half_bits(65519.996f), 0x7bff);                    // just below the rounding midpoint
+  EXPECT_EQ(half_bits(65520.0f), 0x7c00);                      // the midpoint rounds (to even) to inf
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -24)), 0x0001);         // smallest subnormal
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -25)), 0x0000);         // tie between 0 and 2^-24: even is 0
+  EXPECT_EQ(half_bits(std::ldexp(1.5f, -25)), 0x0001);         // above the tie
+  EXPECT_EQ(half_bits(std::ldexp(3.0f, -25)), 0x0002);         // tie between 1 and 2 ulps: even is 2
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14)), 0x0400);         // smallest normal
   EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie at 1 + half ulp: stays even
   EXPECT_EQ(half_bits(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie at 1 + 1.5 ulp: goes to even
   EXPECT_EQ(half_bits(std::numeric_limits<float>::infinity()), 0x7c00);

@@ -6,8 +6,9 @@
 ///        inits within K-dependent tolerances; outputs and workspace poisoned (NaN) before every
 ///        run, every element around the matrices (gaps, one more row or column, a tail) poisoned
 ///        too, and C's checked byte for byte to be untouched; the TMA kernel, the cp.async
-///        mainloop, more tiles than multiprocessors. CPU-only: negative can_implement cases and
-///        the reference itself.
+///        mainloop, more tiles than multiprocessors; each forced algorithm runs the path its name
+///        says, and kAuto's name is the first forced one that can run. CPU-only: negative
+///        can_implement cases (forced algorithms that cannot run included) and the reference.
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "hipgrad/core/device_info.hpp"
 #include "hipgrad/host/check.hpp"
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
@@ -32,6 +34,7 @@ using hipgrad::Index;
 using hipgrad::Status;
 using namespace hipgrad::host;
 namespace hg = hipgrad::gemm;
+using hg::Algorithm;
 using hg::Layout;
 
 constexpr Layout kRow = Layout::kRowMajor;
@@ -51,7 +54,7 @@ struct Size {
 
 /// 1, K = 1, primes, non-multiples of every tile size (8, 16, 32, 128, 256), full tiles plus remainders.
 std::vector<Size> odd_sizes() {
-  return {{1, 1, 1},     {1, 1, 37},    {7, 5, 1},      {67, 131, 257}, {129, 257, 33}, {255, 253, 67},
+  return {{1, 1, 1},      {1, 1, 37},      {7, 5, 1},    {67, 131, 257}, {129, 257, 33},  {255, 253, 67},
           {128, 256, 64}, {300, 520, 100}, {1, 300, 77}, {301, 1, 45},   {130, 260, 1000}};
 }
 
@@ -62,8 +65,11 @@ struct LayoutCase {
 
 /// Every A × B layout with row-major C, and column-major C for row-major A and B.
 std::vector<LayoutCase> layout_cases() {
-  return {{kRow, kRow, kRow, true}, {kRow, kCol, kRow, true}, {kCol, kRow, kRow, true},
-          {kCol, kCol, kRow, true}, {kRow, kRow, kCol, true}};
+  return {{kRow, kRow, kRow, true},
+          {kRow, kCol, kRow, true},
+          {kCol, kRow, kRow, true},
+          {kCol, kCol, kRow, true},
+          {kRow, kRow, kCol, true}};
 }
 
 Index padded_ld(Index contiguous) { return (contiguous + 7) / 8 * 8 + 8; }
@@ -129,8 +135,9 @@ std::string written_outside(const Tensor<T>& c, const hg::MatrixDesc& d) {
     if (inside[i] || std::memcmp(&c.storage()[i], &poison, sizeof(T)) == 0) continue;
     if (written++ < 8) {
       const Index ld = d.leading_dimension(), e = static_cast<Index>(i);
-      report += "\n  storage element " + std::to_string(e) + " (" + (d.layout == Layout::kRowMajor ? "row " : "column ") +
-                std::to_string(e / ld) + ", position " + std::to_string(e % ld) + ")";
+      report += "\n  storage element " + std::to_string(e) + " (" +
+                (d.layout == Layout::kRowMajor ? "row " : "column ") + std::to_string(e / ld) + ", position " +
+                std::to_string(e % ld) + ")";
     }
   }
   return written == 0 ? std::string() : std::to_string(written) + " elements outside C written:" + report;
@@ -166,16 +173,19 @@ Tolerance decimal_tolerance(Index k, bool tf32) {
 /// What check_gemm requires of the path run() takes.
 enum class ExpectPath { kEither, kMatrix, kSimt };
 
+/// Whether an op's name says it runs the SIMT mainloop ("..._simt_128x128x8_t256").
+bool names_simt(const std::string& name) { return name.find("_simt_") != std::string::npos; }
+
 /// Where A and B start: this many elements past a 16-byte boundary.
 struct OperandOffsets {
   Index a = 0, b = 0;
 };
 
-/// Runs `p` once on the GPU and compares C with the reference, and C's storage outside the
-/// matrix with its poison (kTma false: the cp.async mainloops only).
-template <typename T, typename Cfg = hg::DefaultConfigFor<T>, bool kTma = true>
+/// Runs `p` once on the GPU (on the path p.algorithm asks for) and compares C with the reference,
+/// and C's storage outside the matrix with its poison.
+template <typename T, typename Cfg = hg::DefaultConfigFor<T>>
 void check_gemm(const hg::Problem& p, InitMethod init, ExpectPath expect, OperandOffsets offsets = {}) {
-  using Op = hg::Gemm<T, Cfg, kTma>;
+  using Op = hg::Gemm<T, Cfg>;
   SCOPED_TRACE(p.to_string() + " lda " + std::to_string(p.a().leading_dimension()) + " ldb " +
                std::to_string(p.b().leading_dimension()) + " ldc " + std::to_string(p.c().leading_dimension()) +
                " offsets " + std::to_string(offsets.a) + "/" + std::to_string(offsets.b) + " alpha " +
@@ -207,8 +217,8 @@ void check_gemm(const hg::Problem& p, InitMethod init, ExpectPath expect, Operan
 
   const typename Op::Args args{a_start, b_start, dc.data()};
   ASSERT_TRUE(Op::can_implement(p, args).is_ok()) << Op::can_implement(p, args).to_string();
-  if (expect == ExpectPath::kMatrix) EXPECT_EQ(Op::path(p, args), hg::Path::kMatrix) << Op::name(p, args);
-  if (expect == ExpectPath::kSimt) ASSERT_EQ(Op::path(p, args), hg::Path::kSimt) << Op::name(p, args);
+  if (expect == ExpectPath::kMatrix) EXPECT_FALSE(names_simt(Op::name(p, args))) << Op::name(p, args);
+  if (expect == ExpectPath::kSimt) ASSERT_TRUE(names_simt(Op::name(p, args))) << Op::name(p, args);
   const Status s = Op::run(p, args, workspace.data(), workspace.bytes(), nullptr);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
@@ -229,13 +239,22 @@ void check_gemm(const hg::Problem& p, InitMethod init, ExpectPath expect, Operan
   }
 }
 
-/// kMatrix where the matrix path must be taken (aligned operands on a device with matrix atoms).
+/// kMatrix where kAuto must take a matrix path (aligned operands on a device with matrix atoms).
 template <typename T>
 ExpectPath matrix_path_expected(const hg::Problem& p, bool padded) {
-  int device = 0;
-  if (!padded || hipGetDevice(&device) != hipSuccess) return ExpectPath::kEither;
-  const bool matrix = (!std::is_same_v<T, float> || p.allow_tf32) && hg::device_has_matrix_atoms(device);
+  const hipgrad::DeviceInfo& device = hipgrad::current_device_info();
+  if (!padded || !device.known) return ExpectPath::kEither;
+  const bool matrix = (!std::is_same_v<T, float> || p.allow_tf32) && hg::device_has_matrix_atoms(device.device);
   return matrix ? ExpectPath::kMatrix : ExpectPath::kEither;
+}
+
+/// Whether a forced kMatrix of configuration Cfg must run on this device: it has matrix atoms
+/// and the shared memory the configuration's stages take.
+template <typename T, typename Cfg>
+bool matrix_config_fits() {
+  const hipgrad::DeviceInfo& device = hipgrad::current_device_info();
+  return device.known && hg::device_has_matrix_atoms(device.device) &&
+         static_cast<std::size_t>(Cfg::template shared_bytes<T>()) <= device.shared_per_block_opt_in;
 }
 
 /// Whether a Kind is fp32 without TF32 (the SIMT path only). A function, not a constant
@@ -344,8 +363,8 @@ TYPED_TEST(GemmTest, SplitKPartialsAddUpInAFixedOrder) {
 /// 64-row wgmmas each, N = 128), for TF32 one warpgroup of a 128 × 128 tile (with B row-major the
 /// swapped Cᵀ product).
 template <typename T>
-using SecondConfig = std::conditional_t<std::is_same_v<T, float>, hg::Config<128, 128, 32, 2, 2, 4>,
-                                        hg::Config<256, 128, 64, 4, 2, 4>>;
+using SecondConfig =
+    std::conditional_t<std::is_same_v<T, float>, hg::Config<128, 128, 32, 2, 2, 4>, hg::Config<256, 128, 64, 4, 2, 4>>;
 
 TYPED_TEST(GemmTest, SecondTileConfigEveryLayout) {
   HIPGRAD_SKIP_WITHOUT_GPU();
@@ -363,19 +382,22 @@ TYPED_TEST(GemmTest, SecondTileConfigEveryLayout) {
   }
 }
 
-/// The cp.async wgmma mainloop (the one operand loaders without TMA take on sm_90a; the GEMM op
-/// takes the TMA kernel wherever it can) in its own three-warpgroup configuration; elsewhere the
-/// same configuration on mma.sync or MFMA.
+/// The cp.async wgmma mainloop (the one operand loaders without TMA take on sm_90a; kAuto takes
+/// the TMA kernel wherever it can, so the test forces kMatrix) in its own three-warpgroup
+/// configuration; elsewhere the same configuration on mma.sync or MFMA.
 TYPED_TEST(GemmTest, CpAsyncMainloopEveryLayout) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
   if (is_exact_fp32<TypeParam>()) GTEST_SKIP() << "exact fp32 has one (SIMT) configuration";
+  if (!matrix_config_fits<T, hg::CpAsyncWgmmaConfigFor<T>>())
+    GTEST_SKIP() << "no matrix atoms or too little shared memory";
   for (const Size& s : {Size{67, 131, 257}, Size{300, 260, 200}, Size{1, 1, 1}}) {
     for (const LayoutCase& l : layout_cases()) {
       hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
       p.split_k = s.k > 200 ? 2 : 1;
+      p.algorithm = Algorithm::kMatrix;
       for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-        check_gemm<T, hg::CpAsyncWgmmaConfigFor<T>, false>(p, init, matrix_path_expected<T>(p, true));
+        check_gemm<T, hg::CpAsyncWgmmaConfigFor<T>>(p, init, matrix_path_expected<T>(p, true));
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
@@ -399,6 +421,66 @@ TYPED_TEST(GemmTest, PersistentBlocksWalkSeveralTiles) {
   }
   const hg::Problem p = make_problem(Size{2053, 2311, 67}, layout_cases()[0], TypeParam::kAllowTf32);
   check_gemm<T>(p, InitMethod::kDecimals, matrix_path_expected<T>(p, true));
+}
+
+/// A forced kSimt runs the SIMT mainloop for aligned operands too, where kAuto would take a
+/// matrix path.
+TYPED_TEST(GemmTest, ForcedSimtRunsTheSimtPath) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  for (const Size& s : {Size{67, 131, 257}, Size{300, 260, 200}}) {
+    for (const LayoutCase& l : {LayoutCase{kRow, kRow, kRow, true}, LayoutCase{kCol, kRow, kCol, true}}) {
+      hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
+      p.algorithm = Algorithm::kSimt;
+      p.split_k = s.k > 200 ? 3 : 1;
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        check_gemm<T>(p, init, ExpectPath::kSimt);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+/// name() names the kernel of the path run() takes: each forced algorithm that can run names its
+/// own kernel and computes C; kAuto's name is that of the first of kTma, kMatrix, kSimt that can
+/// run; default (null) Args name the path of aligned operands. On a device running the sm_90a
+/// image, kTma must run fp16, bf16 and TF32 with the default configuration.
+TYPED_TEST(GemmTest, NameIsThePathRunTakes) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  using Op = hg::Gemm<T>;
+  const hipgrad::DeviceInfo& device = hipgrad::current_device_info();
+  for (const LayoutCase& l : layout_cases()) {
+    hg::Problem p = make_problem(Size{130, 260, 100}, l, TypeParam::kAllowTf32);
+    // Aligned, disjoint fake pointers: can_implement and name never dereference them.
+    const typename Op::Args fake{reinterpret_cast<const T*>(0x1000000), reinterpret_cast<const T*>(0x2000000),
+                                 reinterpret_cast<T*>(0x3000000)};
+    std::string first_runnable;
+    for (Algorithm algorithm : {Algorithm::kTma, Algorithm::kMatrix, Algorithm::kSimt}) {
+      p.algorithm = algorithm;
+      const Status can = Op::can_implement(p, fake);
+      const std::string name = Op::name(p, fake);
+      SCOPED_TRACE(p.to_string() + ": " + name + ": " + can.to_string());
+      if (!can.is_ok()) {
+        EXPECT_EQ(can.code(), hipgrad::StatusCode::kNotSupported);
+        EXPECT_NE(algorithm, Algorithm::kSimt);
+        continue;
+      }
+      if (first_runnable.empty()) first_runnable = name;
+      EXPECT_EQ(name.find("_wgmma_tma_") != std::string::npos, algorithm == Algorithm::kTma);
+      EXPECT_EQ(names_simt(name), algorithm == Algorithm::kSimt);
+      EXPECT_EQ(Op::name(p), name) << "null Args must name the path of aligned operands";
+      check_gemm<T>(p, InitMethod::kIntegers, algorithm == Algorithm::kSimt ? ExpectPath::kSimt : ExpectPath::kMatrix);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    p.algorithm = Algorithm::kAuto;
+    EXPECT_EQ(Op::name(p, fake), first_runnable) << p.to_string();
+    p.algorithm = Algorithm::kTma;
+    const bool tma_layouts = l.a == kRow && l.b == kRow && l.c == kRow;
+    if (tma_layouts && !is_exact_fp32<TypeParam>() && hg::device_runs_wgmma(device.device)) {
+      EXPECT_TRUE(Op::can_implement(p, fake).is_ok()) << Op::can_implement(p, fake).to_string();
+    }
+  }
 }
 
 // ---- CPU only -------------------------------------------------------------------------------------
@@ -449,6 +531,59 @@ TEST(GemmProblem, CanImplementRejectsWithAReason) {
   p.split_k = 4;
   EXPECT_EQ(Op::workspace_size(p), 4u * 64 * 64 * sizeof(float));
   EXPECT_EQ(Op::workspace_size(hg::Problem::packed(0, 1, 1)), 0u);
+}
+
+/// A forced algorithm that cannot run is refused with the reason (never a silent fallback); the
+/// reasons about the data and the operands come before any about the device, so these hold with
+/// or without a GPU.
+TEST(GemmProblem, ForcedAlgorithmThatCannotRunIsNotSupported) {
+  using Op = hg::Gemm<hipgrad::half>;
+  const Op::Args ok{fake_pointer<const hipgrad::half>(0x100000), fake_pointer<const hipgrad::half>(0x200000),
+                    fake_pointer<hipgrad::half>(0x300000)};
+  const Op::Args unaligned{fake_pointer<const hipgrad::half>(0x100002), ok.b, ok.c};
+  hg::Problem p = hg::Problem::packed(64, 64, 64);
+
+  auto refuses = [](const Status& s, const std::string& reason) {
+    EXPECT_EQ(s.code(), hipgrad::StatusCode::kNotSupported) << s.to_string();
+    EXPECT_NE(s.message().find(reason), std::string::npos) << s.to_string();
+  };
+  p.algorithm = Algorithm::kMatrix;
+  refuses(Op::can_implement(p, unaligned), "16-byte aligned");
+  refuses(Op::run(p, unaligned, nullptr, 0, nullptr), "16-byte aligned");
+  p.lda = 65;  // a leading dimension of 130 bytes
+  refuses(Op::can_implement(p, ok), "16-byte aligned");
+  p.lda = 0;
+  p.algorithm = Algorithm::kTma;
+  refuses(Op::can_implement(p, unaligned), "algorithm tma cannot run");
+  refuses(Op::run(p, unaligned, nullptr, 0, nullptr), "algorithm tma cannot run");
+
+  // fp32 without allow_tf32 has no matrix path.
+  using Op32 = hg::Gemm<float>;
+  const Op32::Args ok32{fake_pointer<const float>(0x100000), fake_pointer<const float>(0x200000),
+                        fake_pointer<float>(0x300000)};
+  p.algorithm = Algorithm::kMatrix;
+  refuses(Op32::can_implement(p, ok32), "allow_tf32");
+  p.algorithm = Algorithm::kTma;
+  refuses(Op32::can_implement(p, ok32), "algorithm tma cannot run");
+
+  // TF32 on 16-bit data is a wrong argument whatever the algorithm.
+  p.allow_tf32 = true;
+  const Status tf32 = Op::can_implement(p, ok);
+  EXPECT_EQ(tf32.code(), hipgrad::StatusCode::kInvalidArgument) << tf32.to_string();
+  EXPECT_NE(tf32.message().find("allow_tf32 applies to fp32 only"), std::string::npos) << tf32.to_string();
+  p.allow_tf32 = false;
+
+  // SIMT runs anything, and says so.
+  p.algorithm = Algorithm::kSimt;
+  EXPECT_TRUE(Op::can_implement(p, unaligned).is_ok()) << Op::can_implement(p, unaligned).to_string();
+  EXPECT_TRUE(Op32::can_implement(p, ok32).is_ok()) << Op32::can_implement(p, ok32).to_string();
+  EXPECT_TRUE(names_simt(Op::name(p))) << Op::name(p);
+  EXPECT_TRUE(names_simt(Op::name(p, unaligned))) << Op::name(p, unaligned);
+
+  p.algorithm = static_cast<Algorithm>(7);
+  const Status unknown = Op::can_implement(p, ok);
+  EXPECT_EQ(unknown.code(), hipgrad::StatusCode::kInvalidArgument) << unknown.to_string();
+  EXPECT_STREQ(hg::algorithm_name(Algorithm::kMatrix), "matrix");
 }
 
 TEST(GemmReference, SmallProductByHandAndLayoutIndependence) {

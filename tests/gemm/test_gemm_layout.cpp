@@ -126,8 +126,8 @@ void check_ldmatrix_fragments() {
           const int mn = mn0 + g + 8 * (kAOrder ? q % 2 : q / 2);
           const int k_half = kAOrder ? q / 2 : q % 2;
           const std::uint32_t expected = k32 ? code32(mn, k0 + t + 4 * k_half) : word16(mn, k0 + 2 * t + 8 * k_half);
-          ASSERT_EQ(regs[lane][q], expected) << "lane " << lane << " register " << q << " of block (" << mn0 << ", "
-                                             << k0 << ")";
+          ASSERT_EQ(regs[lane][q], expected)
+              << "lane " << lane << " register " << q << " of block (" << mn0 << ", " << k0 << ")";
         }
       }
     }
@@ -142,14 +142,14 @@ void check_tile() {
 }
 
 TEST(GemmLayout, SwizzledTilesAndLdmatrixFragments16Bit) {
-  check_tile<hg::OperandTile<hipgrad::half, 128, 32, true>>();    // A row-major / B col-major, 64-byte rows
+  check_tile<hg::OperandTile<hipgrad::half, 128, 32, true>>();  // A row-major / B col-major, 64-byte rows
   check_tile<hg::OperandTile<hipgrad::half, 256, 32, true>>();
-  check_tile<hg::OperandTile<hipgrad::half, 128, 64, true>>();    // 128-byte rows
-  check_tile<hg::OperandTile<hipgrad::half, 128, 32, false>>();   // A col-major / B row-major, 256-byte rows
+  check_tile<hg::OperandTile<hipgrad::half, 128, 64, true>>();   // 128-byte rows
+  check_tile<hg::OperandTile<hipgrad::half, 128, 32, false>>();  // A col-major / B row-major, 256-byte rows
   check_tile<hg::OperandTile<hipgrad::half, 256, 32, false>>();
   check_tile<hg::OperandTile<hipgrad::bfloat16, 64, 16, false>>();
-  check_tile<hg::OperandTile<hipgrad::half, 256, 64, false>>();   // B row-major of the default: 512-byte rows in panels
-  check_tile<hg::OperandTile<hipgrad::half, 128, 128, true>>();   // 256-byte K rows in two panels
+  check_tile<hg::OperandTile<hipgrad::half, 256, 64, false>>();  // B row-major of the default: 512-byte rows in panels
+  check_tile<hg::OperandTile<hipgrad::half, 128, 128, true>>();  // 256-byte K rows in two panels
 }
 
 TEST(GemmLayout, SwizzledTilesAndLdmatrixFragmentsTf32) {
@@ -167,10 +167,10 @@ TEST(GemmLayout, SwizzledTilesAndLdmatrixFragmentsTf32) {
 /// address bits 4.. with bits 7.. of the (1024-byte aligned) tile offset.
 int wgmma_reads(const hg::WgmmaBlock& b, bool k_major, int element_bytes, int i, int j) {
   const int width = b.swizzle_bytes, per_width = width / element_bytes;
-  const int unswizzled = k_major ? static_cast<int>(b.start) + (i / 8) * static_cast<int>(b.stride) + (i % 8) * width +
-                                       j * element_bytes
-                                 : static_cast<int>(b.start) + (i / per_width) * static_cast<int>(b.leading) +
-                                       (j / 8) * static_cast<int>(b.stride) + (j % 8) * width + (i % per_width) * element_bytes;
+  const int unswizzled =
+      k_major ? static_cast<int>(b.start) + (i / 8) * static_cast<int>(b.stride) + (i % 8) * width + j * element_bytes
+              : static_cast<int>(b.start) + (i / per_width) * static_cast<int>(b.leading) +
+                    (j / 8) * static_cast<int>(b.stride) + (j % 8) * width + (i % per_width) * element_bytes;
   const int mask = width / 16 - 1;
   return unswizzled ^ (((unswizzled >> 7) & mask) << 4);
 }
@@ -185,8 +185,10 @@ void check_wgmma_blocks() {
     for (int k0 = 0; k0 < Tile::kK; k0 += k_step) {
       const hg::WgmmaBlock b = hg::wgmma_block<Tile>(mn0, k0);
       ASSERT_EQ(b.start % 16, 0u);
-      ASSERT_EQ(hg::wgmma_descriptor(b.start, b.leading, b.stride, b.swizzle_bytes) >> 62,
-                b.swizzle_bytes == 128 ? 1u : b.swizzle_bytes == 64 ? 2u : 3u);
+      ASSERT_EQ(hg::wgmma_descriptor(b.start, b.leading, b.stride, b.swizzle_bytes) >> 62, b.swizzle_bytes == 128 ? 1u
+                                                                                           : b.swizzle_bytes == 64
+                                                                                               ? 2u
+                                                                                               : 3u);
       for (int i = 0; i < kMN; ++i)
         for (int j = 0; j < k_step; ++j)
           ASSERT_EQ(wgmma_reads(b, Tile::kKContiguous, Tile::kElementBytes, i, j), Tile::offset(mn0 + i, k0 + j))
@@ -196,14 +198,14 @@ void check_wgmma_blocks() {
 }
 
 TEST(GemmLayout, WgmmaDescriptorsAddressTheSwizzledTiles) {
-  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 64, true>, 64>();    // K-major, 128-byte swizzle
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 64, true>, 64>();  // K-major, 128-byte swizzle
   check_wgmma_blocks<hg::OperandTile<hipgrad::half, 256, 64, true>, 256>();
-  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 32, true>, 64>();    // 64-byte swizzle
-  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 16, true>, 128>();   // 32-byte swizzle
-  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 128, true>, 64>();   // K over two panels
-  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 64, false>, 64>();   // M-major A, panels of 64
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 32, true>, 64>();        // 64-byte swizzle
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 16, true>, 128>();       // 32-byte swizzle
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 128, true>, 64>();       // K over two panels
+  check_wgmma_blocks<hg::OperandTile<hipgrad::half, 128, 64, false>, 64>();       // M-major A, panels of 64
   check_wgmma_blocks<hg::OperandTile<hipgrad::bfloat16, 256, 64, false>, 256>();  // N-major B, 4 panels
-  check_wgmma_blocks<hg::OperandTile<float, 128, 32, true>, 128>();          // TF32: K-major only
+  check_wgmma_blocks<hg::OperandTile<float, 128, 32, true>, 128>();               // TF32: K-major only
   check_wgmma_blocks<hg::OperandTile<float, 256, 32, true>, 64>();
   static_assert(!hg::wgmma_readable<hg::OperandTile<float, 128, 32, false>, 64>(), "TF32 must be K-major");
 }
@@ -242,9 +244,9 @@ template <typename Map>
 void expect_placements(const char* instruction, Map map, std::initializer_list<Placement> placements) {
   for (const Placement& p : placements) {
     const hg::AccumulatorCoord c = map(p.lane, p.reg);
-    EXPECT_TRUE(c.m == p.m && c.n == p.n) << instruction << ": lane " << p.lane << ", accumulator " << p.reg
-                                          << " mapped to (" << c.m << ", " << c.n << "), the hardware holds (" << p.m
-                                          << ", " << p.n << ") there";
+    EXPECT_TRUE(c.m == p.m && c.n == p.n)
+        << instruction << ": lane " << p.lane << ", accumulator " << p.reg << " mapped to (" << c.m << ", " << c.n
+        << "), the hardware holds (" << p.m << ", " << p.n << ") there";
   }
 }
 
@@ -255,22 +257,28 @@ TEST(GemmLayout, AccumulatorMapsPutElementsWhereTheHardwareDoes) {
   // The 16 × 16 atom is two n8 instructions: accumulator 4h + i is c_i of the one for columns
   // 8h..8h+7.
   expect_placements("mma.sync m16n8k16 / m16n8k8", hg::mma_sync_accumulator,
-                    {{0, 0, 0, 0},     // first lane, c0
-                     {0, 3, 8, 1},     // c3: eight rows down, odd column
-                     {1, 0, 0, 2},     // next lane of the group: two columns on
-                     {4, 0, 1, 0},     // next group: one row down
-                     {5, 1, 1, 3},  {5, 2, 9, 2},  {5, 4, 1, 10}, {5, 7, 9, 11},  // second n8 half
-                     {18, 2, 12, 4}, {18, 5, 4, 13},
-                     {31, 3, 15, 7}, {31, 4, 7, 14}, {31, 7, 15, 15}});  // last lane
+                    {{0, 0, 0, 0},  // first lane, c0
+                     {0, 3, 8, 1},  // c3: eight rows down, odd column
+                     {1, 0, 0, 2},  // next lane of the group: two columns on
+                     {4, 0, 1, 0},  // next group: one row down
+                     {5, 1, 1, 3},
+                     {5, 2, 9, 2},
+                     {5, 4, 1, 10},
+                     {5, 7, 9, 11},  // second n8 half
+                     {18, 2, 12, 4},
+                     {18, 5, 4, 13},
+                     {31, 3, 15, 7},
+                     {31, 4, 7, 14},
+                     {31, 7, 15, 15}});  // last lane
   // PTX ISA, wgmma register fragment layouts for accumulator D (.m64nNk16 and .m64nNk8, the
   // figures "WGMMA .m64nNk16/.m64nNk8 register fragment layout for accumulator matrix D"): warp w
   // of the warpgroup holds rows 16w..16w+15 (the mainloop adds 16w); within them d[4j..4j+3] lie
   // in columns 8j..8j+7 as c0..c3 of mma.m16n8 above, j up to N/8 − 1 (N = 256: d0..d127).
   expect_placements("wgmma m64nNk16 / m64nNk8", hg::mma_sync_accumulator,
-                    {{0, 8, 0, 16},      // d8: third 8-column block
-                     {0, 127, 8, 249},   // d127 of N = 256: last block, row + 8, odd column
-                     {13, 62, 11, 122},  // groupID 3, threadID_in_group 1, d62 = c2 of block 15
-                     {30, 96, 7, 196},   // groupID 7, threadID_in_group 2, d96 = c0 of block 24
+                    {{0, 8, 0, 16},        // d8: third 8-column block
+                     {0, 127, 8, 249},     // d127 of N = 256: last block, row + 8, odd column
+                     {13, 62, 11, 122},    // groupID 3, threadID_in_group 1, d62 = c2 of block 15
+                     {30, 96, 7, 196},     // groupID 7, threadID_in_group 2, d96 = c0 of block 24
                      {31, 125, 7, 255}});  // last lane, d125 = c1 of the last block
   // AMD Matrix Instruction Calculator (ROCm/amd_matrix_instruction_calculator), D matrix of
   // v_mfma_f32_32x32x2f32, v_mfma_f32_32x32x8f16, v_mfma_f32_32x32x8bf16_1k (CDNA2, gfx90a) and
@@ -279,18 +287,18 @@ TEST(GemmLayout, AccumulatorMapsPutElementsWhereTheHardwareDoes) {
   // and GPR g row 8·floor(g / 4) + 4·floor(l / 32) + g % 4. Each entry is the tool's
   // --matrix-entry answer "v<reg>{<lane>} = D[m][n]".
   expect_placements("MFMA 32x32 (gfx90a, gfx94x)", hg::mfma32_accumulator,
-                    {{0, 0, 0, 0},     // v0{0}
-                     {0, 3, 3, 0},     // v3{0}: registers 0..3 are consecutive rows
-                     {0, 4, 8, 0},     // v4{0}: the next block of four registers, eight rows down
-                     {0, 15, 27, 0},   // v15{0}
-                     {31, 0, 0, 31},   // v0{31}: lanes run along the columns
-                     {31, 5, 9, 31},   // v5{31}
-                     {32, 0, 4, 0},    // v0{32}: the upper 32 lanes, four rows down
-                     {37, 6, 14, 5},   // v6{37}
-                     {37, 9, 21, 5},   // v9{37}
-                     {45, 2, 6, 13},   // v2{45}
-                     {50, 12, 28, 18}, // v12{50}
-                     {63, 11, 23, 31}, // v11{63}
+                    {{0, 0, 0, 0},        // v0{0}
+                     {0, 3, 3, 0},        // v3{0}: registers 0..3 are consecutive rows
+                     {0, 4, 8, 0},        // v4{0}: the next block of four registers, eight rows down
+                     {0, 15, 27, 0},      // v15{0}
+                     {31, 0, 0, 31},      // v0{31}: lanes run along the columns
+                     {31, 5, 9, 31},      // v5{31}
+                     {32, 0, 4, 0},       // v0{32}: the upper 32 lanes, four rows down
+                     {37, 6, 14, 5},      // v6{37}
+                     {37, 9, 21, 5},      // v9{37}
+                     {45, 2, 6, 13},      // v2{45}
+                     {50, 12, 28, 18},    // v12{50}
+                     {63, 11, 23, 31},    // v11{63}
                      {63, 15, 31, 31}});  // v15{63}: last lane, last register
 }
 

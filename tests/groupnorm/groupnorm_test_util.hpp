@@ -22,8 +22,8 @@ namespace hipgrad_test {
 
 template <typename T, typename TP>
 struct TypePair {
-  using Data = T;   ///< x, dy, y, dx
-  using Param = TP; ///< γ, β, dγ, dβ
+  using Data = T;    ///< x, dy, y, dx
+  using Param = TP;  ///< γ, β, dγ, dβ
 };
 
 /// fp32, fp16 and bf16 data, each with parameters in its own type or in fp32 (fp32 only once).
@@ -73,10 +73,10 @@ std::int64_t written_outside(const T* data, std::size_t count, const std::vector
 
 /// How a test's x and dy are drawn.
 enum class Data {
-  kIntegers,            ///< fill(): integers in [−5, 5], independent, mean 0
-  kDecimals,            ///< fill(): decimals in [−1, 1), independent, mean 0
-  kGroupedIntegers,     ///< fill_exposing_reductions, integer-valued
-  kGroupedDecimals,     ///< fill_exposing_reductions, decimals
+  kIntegers,         ///< fill(): integers in [−5, 5], independent, mean 0
+  kDecimals,         ///< fill(): decimals in [−1, 1), independent, mean 0
+  kGroupedIntegers,  ///< fill_exposing_reductions, integer-valued
+  kGroupedDecimals,  ///< fill_exposing_reductions, decimals
 };
 
 inline const char* data_name(Data d) {

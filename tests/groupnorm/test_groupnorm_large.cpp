@@ -44,7 +44,9 @@ struct Host {
 struct Layout {
   bool channels_last;
   Index n, c, s;
-  Index offset(Index ni, Index ci, Index si) const { return channels_last ? (ni * s + si) * c + ci : (ni * c + ci) * s + si; }
+  Index offset(Index ni, Index ci, Index si) const {
+    return channels_last ? (ni * s + si) * c + ci : (ni * c + ci) * s + si;
+  }
 };
 
 double value(const std::vector<half>& v, Index o) { return static_cast<float>(v[static_cast<std::size_t>(o)]); }
@@ -57,7 +59,8 @@ void run_case(const std::vector<Index>& lengths, Index groups, bool channels_las
   ASSERT_GT(count, Index{1} << 31);
   std::size_t free_bytes = 0, total_bytes = 0;
   HIPGRAD_ASSERT_HIP(hipMemGetInfo(&free_bytes, &total_bytes));
-  if (free_bytes < static_cast<std::size_t>(count) * sizeof(half) * 3 + (1u << 30)) GTEST_SKIP() << "needs ~13 GB of GPU memory";
+  if (free_bytes < static_cast<std::size_t>(count) * sizeof(half) * 3 + (1u << 30))
+    GTEST_SKIP() << "needs ~13 GB of GPU memory";
   Host h;
   try {
     h.x.resize(static_cast<std::size_t>(count));
@@ -94,7 +97,8 @@ void run_case(const std::vector<Index>& lengths, Index groups, bool channels_las
   EXPECT_EQ(reads_once(Fwd::name(fp)), one_read) << Fwd::name(fp);
   EXPECT_EQ(reads_once(Bwd::name(bp)), one_read) << Bwd::name(bp);
   ASSERT_TRUE(ws.allocate(std::max(Fwd::workspace_size(fp), Bwd::workspace_size(bp))).is_ok());
-  auto st = Fwd::run(fp, {x.data(), gamma.data(), beta.data(), out.data(), mean.data(), rstd.data()}, ws.data(), ws.bytes(), nullptr);
+  auto st = Fwd::run(fp, {x.data(), gamma.data(), beta.data(), out.data(), mean.data(), rstd.data()}, ws.data(),
+                     ws.bytes(), nullptr);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_TRUE(x.copy_to_host(h.x.data(), count).is_ok());
   ASSERT_TRUE(dy.copy_to_host(h.dy.data(), count).is_ok());
@@ -137,7 +141,9 @@ void run_case(const std::vector<Index>& lengths, Index groups, bool channels_las
   // Fused backward: dx sampled the same way, dγ/dβ over every element.
   std::vector<float> mean_f(gpu_mean), rstd_f(gpu_rstd);
   ASSERT_TRUE(out.fill_bytes(0xff).is_ok());
-  st = Bwd::run(bp, {dy.data(), x.data(), gamma.data(), beta.data(), mean.data(), rstd.data(), out.data(), dgamma.data(), dbeta.data()},
+  st = Bwd::run(bp,
+                {dy.data(), x.data(), gamma.data(), beta.data(), mean.data(), rstd.data(), out.data(), dgamma.data(),
+                 dbeta.data()},
                 ws.data(), ws.bytes(), nullptr);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   ASSERT_TRUE(out.copy_to_host(h.out.data(), count).is_ok());

@@ -27,13 +27,19 @@ T* fake(std::uintptr_t slot) {
 }
 
 Fwd::Args forward_args() {
-  return {fake<const hipgrad::half>(1), fake<const float>(2), fake<const float>(3), fake<hipgrad::half>(4),
-          fake<float>(5), fake<float>(6)};
+  return {fake<const hipgrad::half>(1), fake<const float>(2), fake<const float>(3),
+          fake<hipgrad::half>(4),       fake<float>(5),       fake<float>(6)};
 }
 
 Bwd::Args backward_args() {
-  return {fake<const hipgrad::half>(1), fake<const hipgrad::half>(2), fake<const float>(3), fake<const float>(4),
-          fake<const float>(5),         fake<const float>(6),         fake<hipgrad::half>(7), fake<float>(8),
+  return {fake<const hipgrad::half>(1),
+          fake<const hipgrad::half>(2),
+          fake<const float>(3),
+          fake<const float>(4),
+          fake<const float>(5),
+          fake<const float>(6),
+          fake<hipgrad::half>(7),
+          fake<float>(8),
           fake<float>(9)};
 }
 
@@ -76,7 +82,8 @@ TEST(GroupNormProblem, BadSizesAreRejectedWithAReason) {
   p = gn::ForwardProblem::packed({2, 32, 4, 4}, -2, false);
   expect_invalid(Fwd::can_implement(p, forward_args()), "G must be positive");
   p = gn::ForwardProblem::packed({2, 32, 0, 4}, 4, false);
-  expect_invalid(Fwd::can_implement(p, forward_args()), "rank");  // the packed helper rejected the lengths
+  // packed() keeps the lengths it cannot build strides for, so that validate() names the fault.
+  expect_invalid(Fwd::can_implement(p, forward_args()), "x: length 0 in dimension 2 must be positive");
   gn::ForwardProblem q = gn::ForwardProblem::packed({2, 32, 4, 4}, 4, false);
   q.x.lengths[2] = -3;
   expect_invalid(Fwd::can_implement(q, forward_args()), "must be positive");
@@ -95,6 +102,12 @@ TEST(GroupNormProblem, BadEpsilonAndActivationParameters) {
   p.activation = gn::Activation::kSwish;
   p.swish_beta = INFINITY;
   expect_invalid(Fwd::can_implement(p, forward_args()), "swish beta");
+  p.swish_beta = 1.0f;
+  p.algorithm = static_cast<gn::Algorithm>(7);
+  expect_invalid(Fwd::can_implement(p, forward_args()), "unknown algorithm 7");
+  auto b = gn::BackwardProblem::packed({2, 32, 4, 4}, 4, true);
+  b.algorithm = static_cast<gn::Algorithm>(-1);
+  expect_invalid(Bwd::can_implement(b, backward_args()), "unknown algorithm -1");
 }
 
 TEST(GroupNormProblem, NullPointersAndMismatchedTensors) {
@@ -157,10 +170,23 @@ TEST(GroupNormProblem, AliasingOutputsAreRejected) {
 }
 
 TEST(GroupNormProblem, RunRejectsASmallWorkspace) {
-  auto p = gn::ForwardProblem::packed({2, 32, 4, 4}, 4, false);
-  p.algorithm = gn::Algorithm::kThreePass;  // the one-read forward needs no workspace
-  const auto s = Fwd::run(p, forward_args(), nullptr, 0, nullptr);
-  EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
+  // Below workspace_size is refused on every path, also where the path taken needs less (the
+  // one-read forward needs none): the bound does not depend on the pointers or the GPU's choice.
+  for (gn::Algorithm algorithm : {gn::Algorithm::kAuto, gn::Algorithm::kThreePass}) {
+    auto p = gn::ForwardProblem::packed({2, 32, 4, 4}, 4, false);
+    p.algorithm = algorithm;
+    const std::size_t bytes = Fwd::workspace_size(p);
+    ASSERT_GT(bytes, 0u);
+    EXPECT_EQ(Fwd::run(p, forward_args(), nullptr, 0, nullptr).code(), StatusCode::kWorkspaceTooSmall);
+    const auto s = Fwd::run(p, forward_args(), fake<void>(64), bytes - 1, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
+    auto b = gn::BackwardProblem::packed({2, 32, 4, 4}, 4, true);
+    b.algorithm = algorithm;
+    Bwd::Args data_only = backward_args();
+    data_only.dgamma = data_only.dbeta = nullptr;
+    const auto t = Bwd::run(b, data_only, fake<void>(64), Bwd::workspace_size(b) - 1, nullptr);
+    EXPECT_EQ(t.code(), StatusCode::kWorkspaceTooSmall) << t.to_string();
+  }
 }
 
 }  // namespace

@@ -71,7 +71,8 @@ struct RandomProblem {
 
   std::string describe() const {
     const auto placement = [](const char* name, const Placement& p) {
-      return std::string(" ") + name + " strides " + hipgrad::lengths_to_string(p.strides) + " +" + std::to_string(p.offset);
+      return std::string(" ") + name + " strides " + hipgrad::lengths_to_string(p.strides) + " +" +
+             std::to_string(p.offset);
     };
     return "seed " + std::to_string(seed) + " " + hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups) +
            placement("x", x) + placement("dy", dy) + placement("out", out) + " " + gn::activation_name(activation) +
@@ -249,10 +250,12 @@ void check_forward(const RandomProblem& rp, RunCounts* runs) {
   fill(gamma, rp.init, rp.seed + 2);
   fill(beta, rp.init, rp.seed + 3);
   Tensor<float> mean_ref({n, rp.groups}), rstd_ref({n, rp.groups});
-  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, rp.groups, 1e-5, rp.activation, rp.swish_beta, y_ref, mean_ref,
-                                           rstd_ref).is_ok());
+  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, rp.groups, 1e-5, rp.activation, rp.swish_beta, y_ref,
+                                           mean_ref, rstd_ref)
+                  .is_ok());
   reference::GroupNormTolerances tol;
-  ASSERT_TRUE((reference::groupnorm_tolerances<T, TP>(x, nullptr, gamma, beta, mean_ref, rstd_ref, rp.groups, &tol).is_ok()));
+  ASSERT_TRUE(
+      (reference::groupnorm_tolerances<T, TP>(x, nullptr, gamma, beta, mean_ref, rstd_ref, rp.groups, &tol).is_ok()));
   PlacedBuffer<T> d_x(x, rp.x.offset);
   auto d_gamma = hipgrad_test::upload(gamma), d_beta = hipgrad_test::upload(beta);
   for (gn::Algorithm algorithm : kAlgorithms) {
@@ -295,14 +298,16 @@ void check_backward(const RandomProblem& rp, RunCounts* runs) {
   fill(gamma, rp.init, rp.seed + 13);
   fill(beta, rp.init, rp.seed + 14);
   Tensor<float> mean({n, rp.groups}), rstd({n, rp.groups});
-  ASSERT_TRUE(
-      reference::groupnorm_forward(x, gamma, beta, rp.groups, 1e-5, rp.activation, rp.swish_beta, y, mean, rstd).is_ok());
+  ASSERT_TRUE(reference::groupnorm_forward(x, gamma, beta, rp.groups, 1e-5, rp.activation, rp.swish_beta, y, mean, rstd)
+                  .is_ok());
   Tensor<T> dx_ref(rp.lengths, rp.out.strides);
   Tensor<TP> dgamma_ref({channels}), dbeta_ref({channels});
-  ASSERT_TRUE(reference::groupnorm_backward_data(dy, x, gamma, beta, mean, rstd, rp.groups, rp.activation, rp.swish_beta,
-                                                 dx_ref).is_ok());
+  ASSERT_TRUE(reference::groupnorm_backward_data(dy, x, gamma, beta, mean, rstd, rp.groups, rp.activation,
+                                                 rp.swish_beta, dx_ref)
+                  .is_ok());
   ASSERT_TRUE(reference::groupnorm_backward_gamma_beta(dy, x, gamma, beta, mean, rstd, rp.groups, rp.activation,
-                                                       rp.swish_beta, dgamma_ref, dbeta_ref).is_ok());
+                                                       rp.swish_beta, dgamma_ref, dbeta_ref)
+                  .is_ok());
   reference::GroupNormTolerances tol;
   ASSERT_TRUE(reference::groupnorm_tolerances(x, &dy, gamma, beta, mean, rstd, rp.groups, &tol).is_ok());
   PlacedBuffer<T> d_x(x, rp.x.offset), d_dy(dy, rp.dy.offset);
@@ -321,16 +326,18 @@ void check_backward(const RandomProblem& rp, RunCounts* runs) {
     auto workspace = poisoned_dense<unsigned char>(Op::workspace_size(p));
     Status st;
     if (outputs == Outputs::kFused) {
-      st = Op::run(p, {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(), d_rstd.data(), d_dx.data(),
-                       d_dgamma.data(), d_dbeta.data()},
+      st = Op::run(p,
+                   {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(), d_rstd.data(), d_dx.data(),
+                    d_dgamma.data(), d_dbeta.data()},
                    workspace.data(), workspace.bytes(), nullptr);
     } else if (outputs == Outputs::kDataOnly) {
       st = gn::BackwardData<T, TP>::run(
           p, {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(), d_rstd.data(), d_dx.data()},
           workspace.data(), workspace.bytes(), nullptr);
     } else {
-      st = gn::BackwardGammaBeta<T, TP>::run(p, {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(),
-                                                 d_rstd.data(), d_dgamma.data(), d_dbeta.data()},
+      st = gn::BackwardGammaBeta<T, TP>::run(p,
+                                             {d_dy.data(), d_x.data(), d_gamma.data(), d_beta.data(), d_mean.data(),
+                                              d_rstd.data(), d_dgamma.data(), d_dbeta.data()},
                                              workspace.data(), workspace.bytes(), nullptr);
     }
     if (refused_as_not_applicable(algorithm, st)) continue;
@@ -368,7 +375,8 @@ void expect_every_algorithm_ran(const RunCounts& runs) {
   for (gn::Algorithm algorithm : kAlgorithms) {
     const auto it = runs.find(algorithm);
     EXPECT_TRUE(it != runs.end() && it->second > 0) << gn::algorithm_name(algorithm) << " ran on none of the problems";
-    if (it != runs.end()) std::printf("  %-10s ran on %d of %d problems\n", gn::algorithm_name(algorithm), it->second, kProblems);
+    if (it != runs.end())
+      std::printf("  %-10s ran on %d of %d problems\n", gn::algorithm_name(algorithm), it->second, kProblems);
   }
 }
 

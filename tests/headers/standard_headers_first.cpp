@@ -16,7 +16,8 @@ struct ThreeWords {
 };
 
 // External linkage: the kernel is emitted for every target without a launch.
-__global__ void copies_bytes_on_the_device(float* out, hipgrad::half* halves, hipgrad::bfloat16* bfloats, unsigned bits) {
+__global__ void copies_bytes_on_the_device(float* out, hipgrad::half* halves, hipgrad::bfloat16* bfloats,
+                                           unsigned bits) {
   out[0] = hipgrad::detail::bit_cast<float>(bits);
   const ThreeWords moved = hipgrad::shfl_xor(ThreeWords{out[1], out[2], out[3]}, 1);
   out[4] = moved.a + moved.b + moved.c;

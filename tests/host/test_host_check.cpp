@@ -22,15 +22,15 @@ namespace {
 using hipgrad::bfloat16;
 using hipgrad::half;
 using hipgrad::type_convert;
+using hipgrad::host::averaged_tolerance;
 using hipgrad::host::check_close;
 using hipgrad::host::check_equal;
 using hipgrad::host::CheckResult;
-using hipgrad::host::averaged_tolerance;
-using hipgrad::host::sum_tolerance;
 using hipgrad::host::fill;
 using hipgrad::host::Index;
 using hipgrad::host::InitMethod;
 using hipgrad::host::strides_for_order;
+using hipgrad::host::sum_tolerance;
 using hipgrad::host::Tensor;
 using hipgrad::host::Tolerance;
 using Indices = std::vector<Index>;

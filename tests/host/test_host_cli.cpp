@@ -63,8 +63,8 @@ TEST(HostCli, FullForm) {
 TEST(HostCli, ConvStyleSizeListAndNegativeNumbers) {
   // NDim G N K C Y X Hi Wi strides dilations left pads right pads
   ExampleArgs a;
-  ASSERT_TRUE(parse({"1", "1", "0", "2", "1", "128", "256", "192", "3", "3", "71", "71", "2", "2", "1", "1", "1",
-                     "1", "1", "1"},
+  ASSERT_TRUE(parse({"1",  "1",  "0", "2", "1", "128", "256", "192", "3", "3",
+                     "71", "71", "2", "2", "1", "1",   "1",   "1",   "1", "1"},
                     &a)
                   .is_ok());
   EXPECT_EQ(a.sizes.size(), 17u);

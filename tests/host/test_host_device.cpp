@@ -36,15 +36,15 @@ using hipgrad::host::TimingOptions;
 static_assert(!std::is_copy_constructible_v<DeviceBuffer<float>>, "DeviceBuffer must be move-only");
 static_assert(std::is_nothrow_move_constructible_v<DeviceBuffer<float>>, "moves must not throw");
 
-#define EXPECT_OK(expr)                              \
-  do {                                               \
-    const ::hipgrad::Status s_ = (expr);             \
+#define EXPECT_OK(expr)                                         \
+  do {                                                          \
+    const ::hipgrad::Status s_ = (expr);                        \
     EXPECT_TRUE(s_.is_ok()) << #expr << ": " << s_.to_string(); \
   } while (0)
 
-#define ASSERT_OK(expr)                              \
-  do {                                               \
-    const ::hipgrad::Status s_ = (expr);             \
+#define ASSERT_OK(expr)                                         \
+  do {                                                          \
+    const ::hipgrad::Status s_ = (expr);                        \
     ASSERT_TRUE(s_.is_ok()) << #expr << ": " << s_.to_string(); \
   } while (0)
 

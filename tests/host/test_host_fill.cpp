@@ -37,8 +37,7 @@ std::vector<double> logical_values(const Tensor<T>& t) {
 
 template <typename T>
 bool same_bytes(const Tensor<T>& a, const Tensor<T>& b) {
-  return a.storage().size() == b.storage().size() &&
-         std::memcmp(a.data(), b.data(), a.storage_bytes()) == 0;
+  return a.storage().size() == b.storage().size() && std::memcmp(a.data(), b.data(), a.storage_bytes()) == 0;
 }
 
 template <typename T>
@@ -105,10 +104,10 @@ TYPED_TEST(HostFillTyped, DecimalsStayInTheHalfOpenRangeAfterRounding) {
 }
 
 TYPED_TEST(HostFillTyped, LogicalDataDoNotDependOnStrides) {
-  const Indices lengths = {2, 6, 3, 5};                                      // N, C, H, W
+  const Indices lengths = {2, 6, 3, 5};  // N, C, H, W
   Tensor<TypeParam> nchw(lengths);
   Tensor<TypeParam> nhwc(lengths, strides_for_order(lengths, {0, 2, 3, 1}));
-  Tensor<TypeParam> padded(lengths, {200, 1, 40, 8});                        // NHWC, C padded to 8
+  Tensor<TypeParam> padded(lengths, {200, 1, 40, 8});  // NHWC, C padded to 8
   for (InitMethod method : {InitMethod::kIntegers, InitMethod::kDecimals}) {
     fill(nchw, method, 42);
     fill(nhwc, method, 42);
@@ -132,8 +131,10 @@ TEST(HostFill, GapsBetweenStridedElementsAreNotWritten) {
   fill(t, InitMethod::kDecimals, 5);
   for (std::size_t offset = 0; offset < t.storage().size(); ++offset) {
     const bool element = offset % 10 < 4;
-    if (element) EXPECT_NE(t.storage()[offset], 123.0f) << offset;
-    else EXPECT_EQ(t.storage()[offset], 123.0f) << offset;
+    if (element)
+      EXPECT_NE(t.storage()[offset], 123.0f) << offset;
+    else
+      EXPECT_EQ(t.storage()[offset], 123.0f) << offset;
   }
 }
 

@@ -56,8 +56,9 @@ MUTATIONS = [
         filter={"test_gemm": GEMM_SPLIT_K},
     ),
     # DenseOperand::vector feeds the cp.async tile copies (CpAsyncMainloopEveryLayout runs the
-    # wgmma cp.async mainloop with kAllowTma = false) and the SIMT mainloop (exact fp32 in every
-    # GemmTest/0 test, and PackedLeadingDimensions' unaligned 16-bit operands). The TMA kernel
+    # wgmma cp.async mainloop with problem.algorithm = kMatrix) and the SIMT mainloop (exact fp32
+    # in every GemmTest/0 test, PackedLeadingDimensions' unaligned 16-bit operands and
+    # ForcedSimtRunsTheSimtPath's forced kSimt). The TMA kernel
     # does not read through it (see gemm_tma_k_off_by_one).
     dict(
         id="gemm_loader_k_off_by_one",
@@ -68,9 +69,10 @@ MUTATIONS = [
         targets=GEMM,
         filter={"test_gemm": GEMM_ALL},
     ),
-    # The TMA kernel's own K coordinate: on sm_90a the GEMM op takes the TMA kernel for aligned
+    # The TMA kernel's own K coordinate: on sm_90a kAuto takes the TMA kernel for aligned
     # fp16/bf16/TF32 operands (OddSizesEveryLayout's padded layouts, AlphaBeta, SplitK's padded
-    # row-major case, SecondTileConfigEveryLayout, PersistentBlocksWalkSeveralTiles).
+    # row-major case, SecondTileConfigEveryLayout, PersistentBlocksWalkSeveralTiles), and
+    # NameIsThePathRunTakes forces kTma.
     dict(
         id="gemm_tma_k_off_by_one",
         bug="GEMM TMA producer loads the K tiles of A and B one element too far along K",
@@ -98,8 +100,14 @@ MUTATIONS = [
         id="gn_dx_no_correction_one_read_planes",
         bug="GroupNorm one-read planes backward: dx = rstd*gamma*dy (both correction terms dropped)",
         file="include/hipgrad/ops/groupnorm/detail/one_read_planes.hpp",
-        old="const DataGradient d{s.rstd * s.gamma, -s.rstd * s.rstd * s.rstd * ab[1] * inverse_count, -s.rstd * ab[0] * inverse_count};",
-        new="const DataGradient d{s.rstd * s.gamma, 0.0f * ab[1] * inverse_count, 0.0f * ab[0]};",
+        old=(
+            "const DataGradient d{s.rstd * s.gamma, -s.rstd * s.rstd * s.rstd * ab[1] * inverse_count,\n"
+            "                           -s.rstd * ab[0] * inverse_count};"
+        ),
+        new=(
+            "const DataGradient d{s.rstd * s.gamma, 0.0f * ab[1] * inverse_count,\n"
+            "                           0.0f * ab[0]};"
+        ),
         targets=GROUPNORM,
         filter={"test_groupnorm": GN_BACKWARD},
     ),
@@ -119,9 +127,9 @@ MUTATIONS = [
     dict(
         id="gn_dx_no_correction_staged",
         bug="GroupNorm staged backward: dx = rstd*gamma*dy (both correction terms dropped)",
-        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
-        old="coefficients[e] = DataGradient{rs * state[e].gamma, -rs * rs * rs * ab[1] * inverse_count, -rs * ab[0] * inverse_count};",
-        new="coefficients[e] = DataGradient{rs * state[e].gamma, 0.0f * ab[1] * inverse_count, 0.0f * ab[0]};",
+        file="include/hipgrad/ops/groupnorm/detail/staged_backward.hpp",
+        old="DataGradient{rs * state[e].gamma, -rs * rs * rs * ab[1] * inverse_count, -rs * ab[0] * inverse_count};",
+        new="DataGradient{rs * state[e].gamma, 0.0f * ab[1] * inverse_count, 0.0f * ab[0]};",
         targets=GROUPNORM,
         filter={"test_groupnorm": GN_BACKWARD},
     ),
@@ -133,7 +141,7 @@ MUTATIONS = [
     dict(
         id="gn_stats_cluster_rank_dropped_staged",
         bug="GroupNorm staged forward: the cluster merge drops the last block's partial sums and its count",
-        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/staged_forward.hpp",
         old=(
             "  const float group_count = static_cast<float>(g.group_channels * m.positions);\n"
             "  for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {\n"
@@ -172,8 +180,8 @@ MUTATIONS = [
         id="gn_y_mean_not_subtracted",
         bug="GroupNorm forward: y = gamma*rstd*x + beta (the mean is not subtracted)",
         file="include/hipgrad/ops/groupnorm/detail/affine.hpp",
-        old="  if constexpr (kCenteredAffine<T>) return Affine{scale, mean, beta};\n  else return folded_affine(scale, mean, beta);",
-        new="  if constexpr (kCenteredAffine<T>) return Affine{scale, 0.0f * mean, beta};\n  else return folded_affine(scale, 0.0f * mean, beta);",
+        old="    return Affine{scale, mean, beta};\n  else\n    return folded_affine(scale, mean, beta);",
+        new="    return Affine{scale, 0.0f * mean, beta};\n  else\n    return folded_affine(scale, 0.0f * mean, beta);",
         targets=GROUPNORM,
         filter={"test_groupnorm": GN_FORWARD},
     ),
@@ -206,7 +214,7 @@ MUTATIONS = [
     dict(
         id="gn_bwd_cluster_partial_dropped_staged",
         bug="GroupNorm staged backward (group meeting): the last block's group sums are dropped in the cluster merge",
-        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/staged_sums.hpp",
         old="const GradientSums part = lane < m.cluster ? exchange[lane * band_groups + warp] : GradientSums{{0.0f, 0.0f}};",
         new="const GradientSums part = lane < (m.cluster > 1 ? m.cluster - 1 : 1) ? exchange[lane * band_groups + warp] : GradientSums{{0.0f, 0.0f}};",
         targets=GROUPNORM,
@@ -218,7 +226,7 @@ MUTATIONS = [
     dict(
         id="gn_bwd_cluster_partial_dropped_staged_swish",
         bug="GroupNorm staged backward (channel meeting, Swish): the last block's channel sums are dropped in the cluster merge",
-        file="include/hipgrad/ops/groupnorm/detail/staged_channels_last.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/staged_sums.hpp",
         old="visit(c, ranks_total(exchange, c, channels, m.cluster));",
         new="visit(c, ranks_total(exchange, c, channels, m.cluster > 1 ? m.cluster - 1 : 1));",
         targets=GROUPNORM,

@@ -57,10 +57,10 @@ struct DeviceArray {
 // ---- block reductions -------------------------------------------------------------------------
 
 struct BlockResults {
-  float* sum;       // [blocks], from thread 0
-  float* max;       // [blocks], from thread 0
-  Pair* pair;       // [blocks], (Σx, Σx²) in one call, from thread 0
-  float* all_sum;   // [blocks * BlockThreads], what every thread got from all_sum
+  float* sum;      // [blocks], from thread 0
+  float* max;      // [blocks], from thread 0
+  Pair* pair;      // [blocks], (Σx, Σx²) in one call, from thread 0
+  float* all_sum;  // [blocks * BlockThreads], what every thread got from all_sum
 };
 
 /// Each block folds `per_block` elements thread-strided (as an op's main loop would), then reduces.
@@ -196,7 +196,8 @@ template <typename Width>
 class WarpReduceTest : public ::testing::Test {};
 template <int N>
 using WarpWidth = std::integral_constant<int, N>;
-using WarpWidths = ::testing::Types<WarpWidth<1>, WarpWidth<2>, WarpWidth<4>, WarpWidth<8>, WarpWidth<16>, WarpWidth<32>>;
+using WarpWidths =
+    ::testing::Types<WarpWidth<1>, WarpWidth<2>, WarpWidth<4>, WarpWidth<8>, WarpWidth<16>, WarpWidth<32>>;
 TYPED_TEST_SUITE(WarpReduceTest, WarpWidths);
 
 TYPED_TEST(WarpReduceTest, LogicalWarpsAreExactOnIntegerData) {

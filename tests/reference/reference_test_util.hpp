@@ -61,9 +61,8 @@ Tensor<T> relayout(const Tensor<T>& t, const std::vector<Index>& strides) {
 template <typename TA, typename TB>
 double inner_product(const Tensor<TA>& a, const Tensor<TB>& b) {
   double sum = 0.0;
-  a.for_each_index([&](const std::vector<Index>& i) {
-    sum += type_convert<double>(a(i)) * type_convert<double>(b(i));
-  });
+  a.for_each_index(
+      [&](const std::vector<Index>& i) { sum += type_convert<double>(a(i)) * type_convert<double>(b(i)); });
   return sum;
 }
 
@@ -74,8 +73,9 @@ template <typename T>
   std::string first_mismatch;
   a.for_each_index([&](const std::vector<Index>& i) {
     if (first_mismatch.empty() && std::memcmp(&a(i), &b(i), sizeof(T)) != 0) {
-      first_mismatch = "element " + std::to_string(b.offset(i)) + " (storage offset in b) differs: " +
-                       std::to_string(type_convert<double>(a(i))) + " vs " + std::to_string(type_convert<double>(b(i)));
+      first_mismatch = "element " + std::to_string(b.offset(i)) +
+                       " (storage offset in b) differs: " + std::to_string(type_convert<double>(a(i))) + " vs " +
+                       std::to_string(type_convert<double>(b(i)));
     }
   });
   if (first_mismatch.empty()) return ::testing::AssertionSuccess();

@@ -13,10 +13,10 @@
 
 namespace {
 
+using hipgrad::Index;
 using hipgrad::StatusCode;
 using hipgrad::conv::ConvLayout;
 using hipgrad::conv::ConvParams;
-using hipgrad::Index;
 
 ConvParams<2> resnet_like() {
   ConvParams<2> p;

@@ -60,8 +60,12 @@ struct ConvRun {
   Tensor<T> x, w, dy, y, dx, dw;
 
   ConvRun(const ConvParams<NDim>& p, const Layouts& l)
-      : x(make_input<T>(p, l)), w(make_weight<T>(p, l)), dy(make_output<T>(p, l)), y(make_output<T>(p, l)),
-        dx(make_input<T>(p, l)), dw(make_weight<T>(p, l)) {
+      : x(make_input<T>(p, l)),
+        w(make_weight<T>(p, l)),
+        dy(make_output<T>(p, l)),
+        y(make_output<T>(p, l)),
+        dx(make_input<T>(p, l)),
+        dw(make_weight<T>(p, l)) {
     hipgrad::test::fill_nan(y);
     hipgrad::test::fill_nan(dx);
     hipgrad::test::fill_nan(dw);
@@ -274,8 +278,8 @@ void check_adjoint(const ConvParams<NDim>& p, std::mt19937_64& rng) {
   real.run_all(p);
   const double y_dy = hipgrad::test::inner_product(real.y, real.dy);
   // Cauchy–Schwarz bounds every partial sum, which makes a scale that cannot cancel to zero.
-  const double scale = std::sqrt(hipgrad::test::inner_product(real.y, real.y) *
-                                 hipgrad::test::inner_product(real.dy, real.dy)) + 1e-300;
+  const double scale =
+      std::sqrt(hipgrad::test::inner_product(real.y, real.y) * hipgrad::test::inner_product(real.dy, real.dy)) + 1e-300;
   EXPECT_NEAR(y_dy, hipgrad::test::inner_product(real.x, real.dx), 1e-10 * scale);
   EXPECT_NEAR(y_dy, hipgrad::test::inner_product(real.w, real.dw), 1e-10 * scale);
 }

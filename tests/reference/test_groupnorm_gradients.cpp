@@ -77,8 +77,8 @@ class GroupNormGradient : public ::testing::TestWithParam<GradientCase> {
     const GradientCase& p = GetParam();
     Tensor<double> y(p.lengths());
     Tensor<float> mean({p.n, p.groups}), rstd({p.n, p.groups});
-    const hipgrad::Status status = ref::groupnorm_forward(x_, gamma_, beta_, p.groups, kEpsilon, p.activation,
-                                                          p.swish_beta, y, mean, rstd);
+    const hipgrad::Status status =
+        ref::groupnorm_forward(x_, gamma_, beta_, p.groups, kEpsilon, p.activation, p.swish_beta, y, mean, rstd);
     EXPECT_TRUE(status.is_ok()) << status.to_string();
     return hipgrad::test::inner_product(y, dy_);
   }
@@ -125,13 +125,13 @@ TEST_P(GroupNormGradient, MatchesCentralDifferenceOfForward) {
   const GradientCase& p = GetParam();
   Tensor<double> y(p.lengths());
   Tensor<float> mean({p.n, p.groups}), rstd({p.n, p.groups});
-  ASSERT_TRUE(ref::groupnorm_forward(x_, gamma_, beta_, p.groups, kEpsilon, p.activation, p.swish_beta, y, mean, rstd)
-                  .is_ok());
+  ASSERT_TRUE(
+      ref::groupnorm_forward(x_, gamma_, beta_, p.groups, kEpsilon, p.activation, p.swish_beta, y, mean, rstd).is_ok());
 
   Tensor<double> dx(p.lengths(), hipgrad::test::norm_strides(p.lengths(), p.grad_layout));
   Tensor<double> dgamma({p.c}), dbeta({p.c});
-  const hipgrad::Status data = ref::groupnorm_backward_data(dy_, x_, gamma_, beta_, mean, rstd, p.groups,
-                                                            p.activation, p.swish_beta, dx);
+  const hipgrad::Status data =
+      ref::groupnorm_backward_data(dy_, x_, gamma_, beta_, mean, rstd, p.groups, p.activation, p.swish_beta, dx);
   ASSERT_TRUE(data.is_ok()) << data.to_string();
   const hipgrad::Status params = ref::groupnorm_backward_gamma_beta(dy_, x_, gamma_, beta_, mean, rstd, p.groups,
                                                                     p.activation, p.swish_beta, dgamma, dbeta);
@@ -148,26 +148,26 @@ constexpr NormLayout kNCHW = NormLayout::kNCHW;
 constexpr NormLayout kNHWC = NormLayout::kNHWC;
 constexpr NormLayout kPadded = NormLayout::kPaddedNHWC;
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GroupNormGradient,
-    ::testing::Values(
-        // spatial rank 0: x is [N, C]
-        GradientCase{2, 6, {}, 2, kId, 1.0, kNCHW, kNCHW},
-        GradientCase{2, 6, {}, 6, kSwish, 1.0, kNCHW, kNCHW},  // groups of one element: all gradients 0
-        GradientCase{3, 8, {}, 1, kSwish, 0.7, kNCHW, kNCHW},
-        // spatial rank 1
-        GradientCase{1, 4, {5}, 1, kSwish, 1.0, kNHWC, kNHWC},
-        GradientCase{2, 6, {4}, 3, kSwish, 0.7, kPadded, kPadded},
-        GradientCase{1, 4, {7}, 4, kId, 1.0, kNCHW, kNHWC},  // C/G = 1
-        // spatial rank 2
-        GradientCase{2, 4, {3, 4}, 2, kId, 1.0, kNCHW, kNCHW},
-        GradientCase{1, 6, {3, 3}, 6, kSwish, 1.0, kNHWC, kNHWC},  // C/G = 1
-        GradientCase{2, 8, {2, 3}, 4, kSwish, 0.7, kNHWC, kNCHW},
-        GradientCase{2, 6, {3, 2}, 1, kId, 1.0, kPadded, kNHWC},
-        // spatial rank 3
-        GradientCase{1, 4, {2, 2, 3}, 2, kId, 1.0, kPadded, kNCHW},
-        GradientCase{2, 6, {2, 3, 2}, 3, kSwish, 0.7, kNHWC, kNHWC},
-        GradientCase{1, 3, {2, 2, 2}, 1, kSwish, 1.0, kNCHW, kPadded}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, GroupNormGradient,
+                         ::testing::Values(
+                             // spatial rank 0: x is [N, C]
+                             GradientCase{2, 6, {}, 2, kId, 1.0, kNCHW, kNCHW},
+                             GradientCase{
+                                 2, 6, {}, 6, kSwish, 1.0, kNCHW, kNCHW},  // groups of one element: all gradients 0
+                             GradientCase{3, 8, {}, 1, kSwish, 0.7, kNCHW, kNCHW},
+                             // spatial rank 1
+                             GradientCase{1, 4, {5}, 1, kSwish, 1.0, kNHWC, kNHWC},
+                             GradientCase{2, 6, {4}, 3, kSwish, 0.7, kPadded, kPadded},
+                             GradientCase{1, 4, {7}, 4, kId, 1.0, kNCHW, kNHWC},  // C/G = 1
+                             // spatial rank 2
+                             GradientCase{2, 4, {3, 4}, 2, kId, 1.0, kNCHW, kNCHW},
+                             GradientCase{1, 6, {3, 3}, 6, kSwish, 1.0, kNHWC, kNHWC},  // C/G = 1
+                             GradientCase{2, 8, {2, 3}, 4, kSwish, 0.7, kNHWC, kNCHW},
+                             GradientCase{2, 6, {3, 2}, 1, kId, 1.0, kPadded, kNHWC},
+                             // spatial rank 3
+                             GradientCase{1, 4, {2, 2, 3}, 2, kId, 1.0, kPadded, kNCHW},
+                             GradientCase{2, 6, {2, 3, 2}, 3, kSwish, 0.7, kNHWC, kNHWC},
+                             GradientCase{1, 3, {2, 2, 2}, 1, kSwish, 1.0, kNCHW, kPadded}),
+                         case_name);
 
 }  // namespace

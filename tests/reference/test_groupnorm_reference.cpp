@@ -259,9 +259,9 @@ struct TypePair {
   using Data = T;
   using Param = TP;
 };
-using TypePairs = ::testing::Types<TypePair<float, float>, TypePair<half, float>, TypePair<bfloat16, float>,
-                                   TypePair<half, half>, TypePair<bfloat16, bfloat16>, TypePair<double, float>,
-                                   TypePair<float, double>>;
+using TypePairs =
+    ::testing::Types<TypePair<float, float>, TypePair<half, float>, TypePair<bfloat16, float>, TypePair<half, half>,
+                     TypePair<bfloat16, bfloat16>, TypePair<double, float>, TypePair<float, double>>;
 TYPED_TEST_SUITE(GroupNormReferenceTypes, TypePairs);
 
 template <typename T, typename TWide>
@@ -363,9 +363,9 @@ TEST(GroupNormReferenceArguments, RejectsBadRanksAndEmptyTensors) {
 TEST(GroupNormReferenceArguments, BackwardRejectsBadArguments) {
   {
     Problem<float, float> p({2, 6, 3}, 4);
-    expect_invalid(ref::groupnorm_backward_data(p.dy, p.x, p.gamma, p.beta, p.mean, p.rstd, 4, Activation::kIdentity,
-                                                1.0, p.dx),
-                   {"C=6", "G=4"});
+    expect_invalid(
+        ref::groupnorm_backward_data(p.dy, p.x, p.gamma, p.beta, p.mean, p.rstd, 4, Activation::kIdentity, 1.0, p.dx),
+        {"C=6", "G=4"});
     expect_invalid(ref::groupnorm_backward_gamma_beta(p.dy, p.x, p.gamma, p.beta, p.mean, p.rstd, 4,
                                                       Activation::kIdentity, 1.0, p.dgamma, p.dbeta),
                    {"C=6", "G=4"});

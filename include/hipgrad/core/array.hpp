@@ -27,7 +27,7 @@ struct Array {
 template <typename T, int N>
 HIPGRAD_HOST_DEVICE constexpr Array<T, N> operator+(const Array<T, N>& a, const Array<T, N>& b) {
   Array<T, N> r{};
-HIPGRAD_UNROLL
+  HIPGRAD_UNROLL
   for (int i = 0; i < N; ++i) r.data[i] = a.data[i] + b.data[i];
   return r;
 }
@@ -35,7 +35,7 @@ HIPGRAD_UNROLL
 template <typename T, int N>
 HIPGRAD_HOST_DEVICE constexpr Array<T, N> elementwise_max(const Array<T, N>& a, const Array<T, N>& b) {
   Array<T, N> r{};
-HIPGRAD_UNROLL
+  HIPGRAD_UNROLL
   for (int i = 0; i < N; ++i) r.data[i] = a.data[i] < b.data[i] ? b.data[i] : a.data[i];
   return r;
 }

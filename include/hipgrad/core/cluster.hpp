@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/device_intrinsics.hpp"
 #include "hipgrad/core/launch_config.hpp"
 
@@ -63,31 +64,20 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void cluster_sync() {
 template <typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE T* cluster_peer(T* shared, int rank) {
 #if defined(HIPGRAD_DEVICE_CLUSTERS)
-  return static_cast<T*>(__cluster_map_shared_rank(const_cast<std::remove_const_t<T>*>(shared), static_cast<unsigned>(rank)));
+  return static_cast<T*>(
+      __cluster_map_shared_rank(const_cast<std::remove_const_t<T>*>(shared), static_cast<unsigned>(rank)));
 #else
   (void)rank;
   return shared;
 #endif
 }
 
-/// Whether the current device launches clusters of more than one block.
-inline bool cluster_launch_supported() {
-#if defined(HIPGRAD_BACKEND_CUDA)
-  int device = 0, supported = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return supported != 0;
-#else
-  return false;
-#endif
-}
+/// Whether the current device launches clusters of more than one block (DeviceInfo::clusters).
+inline bool cluster_launch_supported() { return current_device_info().clusters; }
 
 /// Launches kernel<<<blocks, threads, shared_bytes, stream>>>(args…) in clusters of `cluster`
 /// blocks (blocks a multiple of it). A cluster of one is a plain launch, on every backend. More
-/// than 48 KB of dynamic shared memory needs the kernel's opt-in (hipFuncSetAttribute) first.
+/// than 48 KB of dynamic shared memory needs the kernel's opt-in (kernel_attributes.hpp) first.
 template <typename... Params, typename... Args>
 hipError_t launch_clustered_with_shared(void (*kernel)(Params...), unsigned blocks, unsigned threads, unsigned cluster,
                                         std::size_t shared_bytes, hipStream_t stream, Args&&... args) {
@@ -132,14 +122,13 @@ int resident_clusters(void (*kernel)(Params...), unsigned threads, unsigned clus
 #endif
     return count;
   }
-  int device = 0, multiprocessors = 0;
-  if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, static_cast<int>(threads), shared_bytes) != hipSuccess ||
-      hipGetDevice(&device) != hipSuccess ||
-      hipDeviceGetAttribute(&multiprocessors, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
+  const DeviceInfo& device = current_device_info();
+  if (!device.known || hipOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, static_cast<int>(threads),
+                                                                    shared_bytes) != hipSuccess) {
     (void)hipGetLastError();
     return 0;
   }
-  return count * multiprocessors;
+  return count * device.multiprocessors;
 }
 
 /// resident_clusters, remembered per device and configuration for the life of the process:

@@ -9,7 +9,7 @@
 #if defined(__CUDACC__)
 #define HIPGRAD_BACKEND_CUDA 1  // nvcc: the HIP API subset is mapped onto CUDA (hip_on_cuda.hpp)
 #elif defined(__HIP__) || defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
-#define HIPGRAD_BACKEND_HIP 1   // hipcc / clang in HIP mode: the real HIP runtime
+#define HIPGRAD_BACKEND_HIP 1  // hipcc / clang in HIP mode: the real HIP runtime
 #endif
 
 #if defined(HIPGRAD_BACKEND_CUDA) || (defined(HIPGRAD_BACKEND_HIP) && defined(__HIP__))
@@ -42,3 +42,22 @@
 #else
 #define HIPGRAD_UNROLL
 #endif
+
+// Caps a kernel's registers per thread (`registers`) whatever its block size, up to `max_threads`:
+// __maxnreg__ on NVIDIA (__launch_bounds__ would also cap the threads); AMD has no such cap and
+// takes the block size bound, from which the compiler sizes the registers.
+#if defined(HIPGRAD_BACKEND_CUDA)
+#define HIPGRAD_MAX_REGISTERS(registers, max_threads) __maxnreg__(registers)
+#else
+#define HIPGRAD_MAX_REGISTERS(registers, max_threads) __launch_bounds__(max_threads)
+#endif
+
+namespace hipgrad {
+/// The widest warp among the targets this build compiles for: NVIDIA 32, AMD 64 (CDNA; RDNA's 32
+/// is narrower). Host plans that must hold for every target of the build size by it.
+#if defined(HIPGRAD_BACKEND_CUDA)
+inline constexpr int kWidestWarpOfBuild = 32;
+#else
+inline constexpr int kWidestWarpOfBuild = 64;
+#endif
+}  // namespace hipgrad

@@ -10,7 +10,8 @@
 ///   the predecessor has completed and its writes are visible, and, since no block of it completes
 ///   before the predecessor has, work enqueued after it on the stream still runs after both.
 /// - The first kernel of an op is launched plainly, so that it starts after everything enqueued
-///   before the op.
+///   before the op. (Launched as a dependent it would cost the host less, but small kernels ran
+///   longer on the GPU: docs/perf.md, host cost.)
 /// A predecessor calls allow_dependent_grids() (the kernels here do so as they start): its
 /// dependent is then placed once every block of it has started or exited, not once it completes.
 #pragma once
@@ -78,15 +79,15 @@ bool dependent_launch_supported(void (*kernel)(Params...)) {
 /// on `stream` where dependent_launch_supported(kernel), plainly elsewhere. `kernel` must keep the
 /// contract above.
 template <typename... Params, typename... Args>
-hipError_t launch_dependent(void (*kernel)(Params...), unsigned blocks, unsigned threads, std::size_t shared_bytes,
+hipError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
                             hipStream_t stream, Args&&... args) {
 #if defined(HIPGRAD_BACKEND_CUDA)
   if (dependent_launch_supported(kernel)) {
-    LaunchConfig launch(blocks, threads, shared_bytes, stream);
+    LaunchConfig launch(grid, block, shared_bytes, stream);
     return cudaLaunchKernelEx(&launch.as_dependent().config, kernel, std::forward<Args>(args)...);
   }
 #endif
-  kernel<<<blocks, threads, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
   return hipGetLastError();
 }
 

@@ -57,6 +57,46 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void sleep_nanoseconds(unsigned ns) {
 #endif
 }
 
+/// Waits `ns` nanoseconds of the GPU's global timer, which counts time whatever the clocks do (its
+/// low word wraps every 4.3 s, which the unsigned difference survives), sleeping between reads so
+/// that the multiprocessor serves the blocks beside this one. NVIDIA sm_70+; elsewhere it returns
+/// at once (callers use it only to spread work that clusters hold in step, and AMD has none).
+HIPGRAD_DEVICE HIPGRAD_INLINE void wait_nanoseconds(unsigned ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  unsigned start, now;
+  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(start));
+  do {
+    sleep_nanoseconds(256);
+    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(now));
+  } while (now - start < ns);
+#else
+  (void)ns;
+#endif
+}
+
+/// 2^x and 1/x on the special-function units with denormals flushed, a few ulp off the IEEE
+/// results (NVIDIA: `ex2.approx.ftz`, `rcp.approx.ftz`; `__expf`/`__fdividef` would wrap each in
+/// a range fix-up that makes tight loops issue-bound). AMD: exp2f and __fdividef.
+HIPGRAD_DEVICE HIPGRAD_INLINE float fast_exp2(float x) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+
+HIPGRAD_DEVICE HIPGRAD_INLINE float fast_reciprocal(float x) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return __fdividef(1.0f, x);
+#endif
+}
+
 /// Stores `value` at `at` after every write the block made before its last barrier (the caller's
 /// block_sync) is visible to the GPU: one thread of the block calls it.
 HIPGRAD_DEVICE HIPGRAD_INLINE void release_flag(unsigned long long* at, unsigned long long value) {
@@ -129,7 +169,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t shuffle_word(std::uint32_t word, int
     // The validity predicate stays inside the instruction: written as `valid ? word : 0` in C++,
     // nvcc branched on it and ran the shuffles in divergent code (one lane group at a time).
     std::uint32_t result;
-    asm("{\n\t.reg .pred valid;\n\tshfl.sync.down.b32 %0|valid, %1, %2, 0x1f, 0xffffffff;\n\t@!valid mov.b32 %0, 0;\n\t}"
+    asm("{\n\t.reg .pred valid;\n\tshfl.sync.down.b32 %0|valid, %1, %2, 0x1f, 0xffffffff;\n\t@!valid mov.b32 %0, "
+        "0;\n\t}"
         : "=r"(result)
         : "r"(word), "r"(operand));
     (void)width;
@@ -155,7 +196,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE T shuffle(const T& value, int operand, int width) 
   constexpr int kWords = static_cast<int>((sizeof(T) + 3) / 4);
   std::uint32_t words[kWords] = {};
   __builtin_memcpy(words, &value, sizeof(T));
-HIPGRAD_UNROLL
+  HIPGRAD_UNROLL
   for (int i = 0; i < kWords; ++i) words[i] = shuffle_word<kKind>(words[i], operand, width);
   T result;
   __builtin_memcpy(&result, words, sizeof(T));

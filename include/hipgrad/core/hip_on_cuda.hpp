@@ -36,7 +36,8 @@ inline hipError_t hipPeekAtLastError() { return cudaPeekAtLastError(); }
 using hipDeviceProp_t = cudaDeviceProp;
 using hipDeviceAttribute_t = cudaDeviceAttr;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeMultiprocessorCount = cudaDevAttrMultiProcessorCount;
-inline constexpr hipDeviceAttribute_t hipDeviceAttributeMaxSharedMemoryPerBlock = cudaDevAttrMaxSharedMemoryPerBlockOptin;
+inline constexpr hipDeviceAttribute_t hipDeviceAttributeMaxSharedMemoryPerBlock =
+    cudaDevAttrMaxSharedMemoryPerBlockOptin;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeMaxSharedMemoryPerMultiprocessor =
     cudaDevAttrMaxSharedMemoryPerMultiprocessor;
 inline constexpr hipDeviceAttribute_t hipDeviceAttributeL2CacheSize = cudaDevAttrL2CacheSize;

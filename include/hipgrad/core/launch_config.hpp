@@ -17,9 +17,9 @@ struct LaunchConfig {
   cudaLaunchAttribute attributes[2]{};
   cudaLaunchConfig_t config{};
 
-  LaunchConfig(unsigned blocks, unsigned threads, std::size_t shared_bytes, cudaStream_t stream) {
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(threads);
+  LaunchConfig(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream) {
+    config.gridDim = grid;
+    config.blockDim = block;
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
     config.attrs = attributes;

@@ -156,11 +156,8 @@ struct bfloat16 {
   std::uint16_t bits;
 
   bfloat16() = default;
-  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE explicit bfloat16(float value)
-      : bits(detail::float_to_bfloat16_bits(value)) {}
-  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE explicit operator float() const {
-    return detail::bfloat16_bits_to_float(bits);
-  }
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE explicit bfloat16(float value) : bits(detail::float_to_bfloat16_bits(value)) {}
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE explicit operator float() const { return detail::bfloat16_bits_to_float(bits); }
   HIPGRAD_HOST_DEVICE static HIPGRAD_INLINE bfloat16 from_bits(std::uint16_t b) {
     bfloat16 h;
     h.bits = b;
@@ -194,12 +191,18 @@ inline constexpr bool is_storage_type_v = std::is_same_v<T, float> || is_16bit_f
 /// Short names used in configuration names, CLI options and test names.
 template <typename T>
 constexpr const char* type_name() {
-  if constexpr (std::is_same_v<T, float>) return "fp32";
-  else if constexpr (std::is_same_v<T, half>) return "fp16";
-  else if constexpr (std::is_same_v<T, bfloat16>) return "bf16";
-  else if constexpr (std::is_same_v<T, double>) return "fp64";
-  else if constexpr (std::is_same_v<T, int>) return "int32";
-  else static_assert(sizeof(T) == 0, "type_name: no name for this type");
+  if constexpr (std::is_same_v<T, float>)
+    return "fp32";
+  else if constexpr (std::is_same_v<T, half>)
+    return "fp16";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bf16";
+  else if constexpr (std::is_same_v<T, double>)
+    return "fp64";
+  else if constexpr (std::is_same_v<T, int>)
+    return "int32";
+  else
+    static_assert(sizeof(T) == 0, "type_name: no name for this type");
 }
 
 }  // namespace hipgrad

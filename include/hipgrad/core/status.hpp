@@ -18,10 +18,10 @@ namespace hipgrad {
 
 enum class StatusCode {
   kOk,
-  kInvalidArgument,     ///< the problem or the arguments are wrong (sizes, pointers, strides)
-  kNotSupported,        ///< valid, but this kernel configuration cannot run it
-  kWorkspaceTooSmall,   ///< the caller's workspace is smaller than workspace_size()
-  kRuntimeError,        ///< the GPU runtime reported an error
+  kInvalidArgument,    ///< the problem or the arguments are wrong (sizes, pointers, strides)
+  kNotSupported,       ///< valid, but this kernel configuration cannot run it
+  kWorkspaceTooSmall,  ///< the caller's workspace is smaller than workspace_size()
+  kRuntimeError,       ///< the GPU runtime reported an error
 };
 
 inline const char* status_code_name(StatusCode code) {
@@ -63,8 +63,8 @@ class HIPGRAD_NODISCARD_CLASS Status {
 }  // namespace hipgrad
 
 /// Returns the Status of `expr` from the enclosing function when it is not ok.
-#define HIPGRAD_RETURN_IF_ERROR(expr)                  \
-  do {                                                 \
-    ::hipgrad::Status hipgrad_status_ = (expr);        \
+#define HIPGRAD_RETURN_IF_ERROR(expr)                     \
+  do {                                                    \
+    ::hipgrad::Status hipgrad_status_ = (expr);           \
     if (!hipgrad_status_.is_ok()) return hipgrad_status_; \
   } while (0)

@@ -19,7 +19,8 @@ using Index = std::int64_t;
 /// Throws std::invalid_argument when `order` is not a permutation of the dimensions (a
 /// programming error in the caller, not a property of user data).
 inline std::vector<Index> strides_for_order(const std::vector<Index>& lengths, const std::vector<int>& order) {
-  if (order.size() != lengths.size()) throw std::invalid_argument("strides_for_order: order and lengths differ in rank");
+  if (order.size() != lengths.size())
+    throw std::invalid_argument("strides_for_order: order and lengths differ in rank");
   std::vector<Index> strides(lengths.size(), 0);
   std::vector<bool> seen(lengths.size(), false);
   Index stride = 1;

@@ -51,15 +51,17 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::uint32_t element_bits(const Vector<T, N>
 /// 32-bit word w of v.
 template <typename T, int N>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::uint32_t vector_word(const Vector<T, N>& v, int w) {
-  if constexpr (sizeof(T) == 2) return element_bits(v, 2 * w) | (element_bits(v, 2 * w + 1) << 16);
-  else return element_bits(v, w);
+  if constexpr (sizeof(T) == 2)
+    return element_bits(v, 2 * w) | (element_bits(v, 2 * w + 1) << 16);
+  else
+    return element_bits(v, w);
 }
 }  // namespace detail
 
 /// Stores v to global memory in one access. On NVIDIA, vectors of 4, 8 or 16 bytes of 2- or 4-byte
 /// elements go as one st.global of 32-bit words: written as a Vector, nvcc split them into
-/// up to seven 2- and 4-byte stores in the three-pass and one-read kernels (the staged ones were
-/// spared), and the one store ran those kernels up to 24% faster (docs/perf-notes.md, step 22).
+/// up to seven 2- and 4-byte stores wherever the elements came from separate conversions, and
+/// the single store made the kernels that had split stores faster.
 /// The asm names no memory clobber, so that loads after it can still be scheduled before it:
 /// no kernel reads back what it stores.
 template <int N, typename T>
@@ -72,8 +74,8 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void store_vector(T* ptr, const Vector<T, N>&
                  "r"(detail::vector_word(v, 3)));
     return;
   } else if constexpr ((sizeof(T) == 2 || sizeof(T) == 4) && kBytes == 8) {
-    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(ptr)), "r"(detail::vector_word(v, 0)),
-                 "r"(detail::vector_word(v, 1)));
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(ptr)),
+                 "r"(detail::vector_word(v, 0)), "r"(detail::vector_word(v, 1)));
     return;
   } else if constexpr (sizeof(T) == 2 && kBytes == 4) {
     asm volatile("st.global.b32 [%0], %1;" ::"l"(__cvta_generic_to_global(ptr)), "r"(detail::vector_word(v, 0)));

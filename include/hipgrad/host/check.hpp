@@ -36,10 +36,14 @@ template <typename T>
 constexpr double storage_tolerance() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_16bit_float_v<T>,
                 "tolerances: T must be float, double, half or bfloat16");
-  if constexpr (std::is_same_v<T, float>) return 1e-5;
-  else if constexpr (std::is_same_v<T, half>) return 1e-3;
-  else if constexpr (std::is_same_v<T, bfloat16>) return 8e-3;
-  else return 1e-12;
+  if constexpr (std::is_same_v<T, float>)
+    return 1e-5;
+  else if constexpr (std::is_same_v<T, half>)
+    return 1e-3;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return 8e-3;
+  else
+    return 1e-12;
 }
 
 /// The unit roundoff of the accumulation: fp32 for every stored type, double for double.
@@ -113,8 +117,7 @@ inline std::string format_value(double v) {
 /// pair passes, else the reason. Fills everything of CheckResult; `report` gets the mismatch
 /// lines only (add_summary puts the summary in front).
 template <typename T, typename R, typename Compare>
-CheckResult compare_tensors(const Tensor<T>& result, const Tensor<R>& reference, int max_reported,
-                            Compare&& compare) {
+CheckResult compare_tensors(const Tensor<T>& result, const Tensor<R>& reference, int max_reported, Compare&& compare) {
   CheckResult out;
   if (result.lengths() != reference.lengths()) {
     out.ok = false;
@@ -139,8 +142,8 @@ CheckResult compare_tensors(const Tensor<T>& result, const Tensor<R>& reference,
     }
     if (why.empty()) return;
     if (out.mismatches++ < max_reported) {
-      out.report += "\n  " + format_index(index) + ": result " + format_value(o) + ", reference " +
-                    format_value(r) + " (" + why + ")";
+      out.report += "\n  " + format_index(index) + ": result " + format_value(o) + ", reference " + format_value(r) +
+                    " (" + why + ")";
     }
   });
   out.ok = out.mismatches == 0;
@@ -150,9 +153,9 @@ CheckResult compare_tensors(const Tensor<T>& result, const Tensor<R>& reference,
 /// Puts "ok: …" or "FAILED: …" with the criterion and the largest errors before the mismatch lines.
 inline void add_summary(CheckResult* c, const std::string& criterion, int max_reported) {
   if (!c->ok && c->mismatches == 0) return;  // the lengths differ: the report says so already
-  std::string head = c->ok ? "ok: " + std::to_string(c->elements) + " elements"
-                           : "FAILED: " + std::to_string(c->mismatches) + " of " + std::to_string(c->elements) +
-                                 " elements mismatch";
+  std::string head =
+      c->ok ? "ok: " + std::to_string(c->elements) + " elements"
+            : "FAILED: " + std::to_string(c->mismatches) + " of " + std::to_string(c->elements) + " elements mismatch";
   head += " (" + criterion + "), max abs error " + format_value(c->max_abs_error) + ", max rel error " +
           format_value(c->max_rel_error);
   const std::int64_t shown = std::min<std::int64_t>(c->mismatches, std::max(max_reported, 0));
@@ -170,7 +173,7 @@ CheckResult check_close(const Tensor<T>& result, const Tensor<R>& reference, Tol
   CheckResult c = detail::compare_tensors(result, reference, max_reported, [&](const T&, const R&, double o, double r) {
     const double abs_error = std::fabs(o - r);
     return abs_error <= tol.atol + tol.rtol * std::fabs(r) ? std::string()
-                                                            : "abs error " + detail::format_value(abs_error);
+                                                           : "abs error " + detail::format_value(abs_error);
   });
   detail::add_summary(&c, "rtol " + detail::format_value(tol.rtol) + ", atol " + detail::format_value(tol.atol),
                       max_reported);

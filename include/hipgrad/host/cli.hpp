@@ -100,8 +100,7 @@ struct ExampleArgs {
   }
   bool get_bool(const std::string& key, bool default_value) const {
     bool value = default_value;
-    return read(key, "a boolean (1/0, true/false, yes/no, on/off)", &value, detail::parse_bool) ? value
-                                                                                                : default_value;
+    return read(key, "a boolean (1/0, true/false, yes/no, on/off)", &value, detail::parse_bool) ? value : default_value;
   }
 
   /// ok, or invalid_argument naming the first option value that a getter could not read.
@@ -176,8 +175,8 @@ inline Status set_dashed(const std::string& text, int* position, ExampleArgs* ar
   const std::size_t equals = text.find('=');
   const std::string name = text.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
   if (!is_option_name(name)) {
-    return Status::invalid_argument("bad argument '" + text +
-                                    "': an option name is letters, digits, '-' and '_', starting with a letter or digit");
+    return Status::invalid_argument(
+        "bad argument '" + text + "': an option name is letters, digits, '-' and '_', starting with a letter or digit");
   }
   args->options[name] = equals == std::string::npos ? "true" : text.substr(equals + 1);
   return Status::ok();
@@ -192,7 +191,8 @@ inline Status parse_example_args(int argc, const char* const* argv, ExampleArgs*
   ExampleArgs parsed;
   int position = 0;
   for (int i = 1; i < argc; ++i) {
-    if (argv == nullptr || argv[i] == nullptr) return Status::invalid_argument("argument " + std::to_string(i) + " is null");
+    if (argv == nullptr || argv[i] == nullptr)
+      return Status::invalid_argument("argument " + std::to_string(i) + " is null");
     const std::string text = argv[i];
     if (text.empty()) return Status::invalid_argument("argument " + std::to_string(i) + " is empty");
     HIPGRAD_RETURN_IF_ERROR(text[0] == '-' ? detail::set_dashed(text, &position, &parsed)

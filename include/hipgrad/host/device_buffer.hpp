@@ -49,8 +49,8 @@ class DeviceBuffer {
                                       " elements overflow the byte count");
     }
     T* p = nullptr;
-    HIPGRAD_RETURN_IF_ERROR(checked(hipMalloc(&p, count * sizeof(T)),
-                                    "hipMalloc of " + std::to_string(count * sizeof(T)) + " bytes"));
+    HIPGRAD_RETURN_IF_ERROR(
+        checked(hipMalloc(&p, count * sizeof(T)), "hipMalloc of " + std::to_string(count * sizeof(T)) + " bytes"));
     data_ = p;
     size_ = count;
     return Status::ok();
@@ -127,8 +127,7 @@ class DeviceBuffer {
   Status check_same_size(const char* what, std::size_t tensor_elements) const {
     if (tensor_elements == size_) return Status::ok();
     return Status::invalid_argument(std::string("DeviceBuffer::") + what + ": the tensor's storage has " +
-                                    std::to_string(tensor_elements) + " elements, the buffer " +
-                                    std::to_string(size_));
+                                    std::to_string(tensor_elements) + " elements, the buffer " + std::to_string(size_));
   }
 
   T* data_ = nullptr;

@@ -32,7 +32,8 @@ __global__ void fill_uniform_kernel(T* data, Index count, std::uint64_t seed) {
 /// Writes `count` values in [-1, 1) derived from (seed, index) to device memory `data`.
 template <typename T>
 Status fill_uniform_on_device(T* data, Index count, std::uint64_t seed, hipStream_t stream = nullptr) {
-  if (count < 0 || (count > 0 && data == nullptr)) return Status::invalid_argument("fill_uniform_on_device: bad buffer");
+  if (count < 0 || (count > 0 && data == nullptr))
+    return Status::invalid_argument("fill_uniform_on_device: bad buffer");
   if (count == 0) return Status::ok();
   detail::fill_uniform_kernel<<<1024, 256, 0, stream>>>(data, count, seed);
   HIPGRAD_RETURN_IF_LAUNCH_ERROR("fill_uniform_kernel");

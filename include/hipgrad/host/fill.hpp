@@ -62,7 +62,7 @@ inline double unit_interval(std::uint64_t bits) { return static_cast<double>(bit
 /// values are rejected and redrawn.
 inline std::int64_t uniform_integer(std::uint64_t bits, std::int64_t lo, std::int64_t hi) {
   const std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);  // hi - lo, mod 2^64
-  if (span == ~0ull) return static_cast<std::int64_t>(bits);  // the whole int64 range
+  if (span == ~0ull) return static_cast<std::int64_t>(bits);                                   // the whole int64 range
   const std::uint64_t count = span + 1;
   const std::uint64_t limit = ~0ull - (~0ull % count + 1) % count;  // largest multiple of count, minus 1
   while (bits > limit) bits = next_bits(bits);

@@ -171,7 +171,8 @@ inline int l2_rotation_copies(std::size_t bytes_per_set, int max_copies = 64) {
   }
   if (bytes_per_set == 0) return 1;
   const std::size_t needed = (2 * static_cast<std::size_t>(l2_bytes) + bytes_per_set - 1) / bytes_per_set;
-  return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(needed, static_cast<std::size_t>(max_copies))));
+  return static_cast<int>(
+      std::max<std::size_t>(1, std::min<std::size_t>(needed, static_cast<std::size_t>(max_copies))));
 }
 
 }  // namespace hipgrad::host

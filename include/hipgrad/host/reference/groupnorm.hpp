@@ -80,8 +80,8 @@ Status make_shape(const Tensor<T>& x, Index groups, Shape& shape) {
   }
   if (groups <= 0) return Status::invalid_argument("G must be positive, got " + std::to_string(groups));
   if (x.length(1) % groups != 0) {
-    return Status::invalid_argument("C=" + std::to_string(x.length(1)) + " is not divisible by G=" +
-                                    std::to_string(groups));
+    return Status::invalid_argument("C=" + std::to_string(x.length(1)) +
+                                    " is not divisible by G=" + std::to_string(groups));
   }
   shape.n = x.length(0);
   shape.c = x.length(1);
@@ -92,8 +92,8 @@ Status make_shape(const Tensor<T>& x, Index groups, Shape& shape) {
 
 /// Checks everything but x and the group count (see make_shape): γ/β and the statistics.
 template <typename TP>
-Status check_parameters(const Shape& shape, const Tensor<TP>& gamma, const Tensor<TP>& beta,
-                        const Tensor<float>& mean, const Tensor<float>& rstd) {
+Status check_parameters(const Shape& shape, const Tensor<TP>& gamma, const Tensor<TP>& beta, const Tensor<float>& mean,
+                        const Tensor<float>& rstd) {
   HIPGRAD_RETURN_IF_ERROR(check_lengths("gamma", gamma, {shape.c}));
   HIPGRAD_RETURN_IF_ERROR(check_lengths("beta", beta, {shape.c}));
   HIPGRAD_RETURN_IF_ERROR(check_lengths("mean", mean, {shape.n, shape.groups}));
@@ -120,8 +120,16 @@ class BackwardView {
   BackwardView(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<TP>& gamma, const Tensor<TP>& beta,
                const Tensor<float>& mean, const Tensor<float>& rstd, groupnorm::Activation activation,
                double swish_beta)
-      : dy_(dy), x_(x), gamma_(gamma), beta_(beta), mean_(mean), rstd_(rstd), activation_(activation),
-        swish_beta_(swish_beta), dy_at_(dy), x_at_(x) {}
+      : dy_(dy),
+        x_(x),
+        gamma_(gamma),
+        beta_(beta),
+        mean_(mean),
+        rstd_(rstd),
+        activation_(activation),
+        swish_beta_(swish_beta),
+        dy_at_(dy),
+        x_at_(x) {}
 
   double gamma(Index c) const { return load(gamma_, c * gamma_.stride(0)); }
   double rstd(Index n, Index g) const { return rstd_.at(n, g); }
@@ -197,9 +205,9 @@ Status groupnorm_forward(const Tensor<T>& x, const Tensor<TP>& gamma, const Tens
 /// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dz·γ_c and the means over the (n, g) group,
 /// using the saved mean and rstd; for Swish, dz = dy·swish'(z) with z recomputed from them.
 template <typename T, typename TP>
-Status groupnorm_backward_data(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<TP>& gamma,
-                               const Tensor<TP>& beta, const Tensor<float>& mean, const Tensor<float>& rstd,
-                               Index groups, groupnorm::Activation activation, double swish_beta, Tensor<T>& dx) {
+Status groupnorm_backward_data(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<TP>& gamma, const Tensor<TP>& beta,
+                               const Tensor<float>& mean, const Tensor<float>& rstd, Index groups,
+                               groupnorm::Activation activation, double swish_beta, Tensor<T>& dx) {
   using namespace groupnorm_detail;
   Shape shape;
   HIPGRAD_RETURN_IF_ERROR(check_backward(dy, x, gamma, beta, mean, rstd, groups, shape));

@@ -22,7 +22,7 @@
 namespace hipgrad::host::reference {
 
 struct GroupNormTolerances {
-  Tolerance y, mean, rstd;  ///< the forward's outputs
+  Tolerance y, mean, rstd;      ///< the forward's outputs
   Tolerance dx, dgamma, dbeta;  ///< the backward's (set only when dy was given)
 };
 
@@ -61,7 +61,8 @@ TermSizes group_term_sizes(const Tensor<T>& x, const Tensor<T>* dy, const Tensor
   TermSizes t;
   t.rstd = std::fabs(r);
   for (Index c = g * cpg; c < (g + 1) * cpg; ++c) {
-    const double gamma_c = std::fabs(load(gamma, c * gamma.stride(0))), beta_c = std::fabs(load(beta, c * beta.stride(0)));
+    const double gamma_c = std::fabs(load(gamma, c * gamma.stride(0))),
+                 beta_c = std::fabs(load(beta, c * beta.stride(0)));
     for (Index s = 0; s < shape.spatial; ++s) {
       const double xh = std::fabs(x_hat(c, s)), xv = std::fabs(load(x, x_at(n, c, s)));
       t.x = std::max(t.x, xv);
@@ -99,8 +100,8 @@ Status groupnorm_tolerances(const Tensor<T>& x, const Tensor<T>* dy, const Tenso
   const Addressing x_at(x), dy_at(dy ? *dy : x);
   std::vector<TermSizes> groups_sizes(static_cast<std::size_t>(shape.n * shape.groups));
   parallel_for(0, shape.n * shape.groups, [&](Index ng) {
-    groups_sizes[static_cast<std::size_t>(ng)] = group_term_sizes(x, dy, gamma, beta, mean, rstd, shape, x_at, dy_at,
-                                                                  ng / shape.groups, ng % shape.groups);
+    groups_sizes[static_cast<std::size_t>(ng)] =
+        group_term_sizes(x, dy, gamma, beta, mean, rstd, shape, x_at, dy_at, ng / shape.groups, ng % shape.groups);
   });
   TermSizes t;
   for (const TermSizes& g : groups_sizes) t.take_max(g);

@@ -83,8 +83,7 @@ struct ConvParams {
     return "conv" + std::to_string(NDimSpatial) + "d_G" + std::to_string(G) + "_N" + std::to_string(N) + "_K" +
            std::to_string(K) + "_C" + std::to_string(C) + "_filter" + detail::join(filter, "x") + "_input" +
            detail::join(input, "x") + "_stride" + detail::join(strides, "x") + "_dilation" +
-           detail::join(dilations, "x") + "_pads" + detail::join(left_pads, "x") + "_" +
-           detail::join(right_pads, "x");
+           detail::join(dilations, "x") + "_pads" + detail::join(left_pads, "x") + "_" + detail::join(right_pads, "x");
   }
 
  private:
@@ -112,9 +111,10 @@ struct ConvParams {
 
   Status validate_dimension(int d) const {
     const std::string where = " in dimension " + std::to_string(d);
-    const std::pair<const char*, std::int64_t> sizes[] = {
-        {"filter length ", filter[d]}, {"input length ", input[d]}, {"stride ", strides[d]},
-        {"dilation ", dilations[d]}};
+    const std::pair<const char*, std::int64_t> sizes[] = {{"filter length ", filter[d]},
+                                                          {"input length ", input[d]},
+                                                          {"stride ", strides[d]},
+                                                          {"dilation ", dilations[d]}};
     for (const auto& [name, value] : sizes) {
       if (value <= 0) return Status::invalid_argument(name + std::to_string(value) + where + " must be positive");
     }
@@ -123,8 +123,8 @@ struct ConvParams {
                                       ", right " + std::to_string(right_pads[d]) + ")");
     }
     if (output_length(d) <= 0) {
-      return Status::invalid_argument("output length" + where + " would be " + std::to_string(output_length(d)) +
-                                      " (" + describe_dimension(d) + ")");
+      return Status::invalid_argument("output length" + where + " would be " + std::to_string(output_length(d)) + " (" +
+                                      describe_dimension(d) + ")");
     }
     return Status::ok();
   }
@@ -146,9 +146,20 @@ std::vector<int> activation_order(ConvLayout layout) {
     for (int d = 0; d < NDimSpatial; ++d) order.push_back(3 + d);
   };
   switch (layout) {
-    case ConvLayout::kNHWGC: order = {1}; append_spatial(); order.insert(order.end(), {0, 2}); break;
-    case ConvLayout::kGNHWC: order = {0, 1}; append_spatial(); order.push_back(2); break;
-    case ConvLayout::kNGCHW: order = {1, 0, 2}; append_spatial(); break;
+    case ConvLayout::kNHWGC:
+      order = {1};
+      append_spatial();
+      order.insert(order.end(), {0, 2});
+      break;
+    case ConvLayout::kGNHWC:
+      order = {0, 1};
+      append_spatial();
+      order.push_back(2);
+      break;
+    case ConvLayout::kNGCHW:
+      order = {1, 0, 2};
+      append_spatial();
+      break;
   }
   return order;
 }

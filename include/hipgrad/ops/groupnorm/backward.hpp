@@ -15,7 +15,11 @@
 #include <cstddef>
 #include <string>
 
+#include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/memory_ranges.hpp"
+#include "hipgrad/core/plan_cache.hpp"
+#include "hipgrad/core/workspace.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/backward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
@@ -30,6 +34,8 @@ class Backward {
   static_assert(std::is_same_v<TParam, T> || std::is_same_v<TParam, float>, "γ/β must be of the data type or float");
 
  public:
+  using Problem = BackwardProblem;
+
   struct Args {
     const T* dy = nullptr;
     const T* x = nullptr;
@@ -44,11 +50,51 @@ class Backward {
 
   static Status can_implement(const BackwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    const Plan pl = plan(p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read_plan(pl, p, a)));
-    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged_plan(pl, p)));
-    return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward");
+    return check_plans(p, plans(p, a));
   }
+
+  /// Enough for a call with or without dx (their layout paths, and so their tilings, may differ),
+  /// on either path (the one-read path needs the per-(n, c) totals only, which the three-pass
+  /// carve-up starts with).
+  static std::size_t workspace_size(const BackwardProblem& p) {
+    if (!p.validate().is_ok()) return 0;
+    return plans(p, with_dx_args()).workspace;
+  }
+
+  static Status run(const BackwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
+                    hipStream_t stream) {
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
+    const Plans s = plans(p, a);
+    HIPGRAD_RETURN_IF_ERROR(check_plans(p, s));
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(s.workspace, workspace, workspace_bytes));  // workspace_size's bound
+    WorkspaceCarver carver(workspace, workspace_bytes);
+    const Buffers b = carve(s.tiles, s.staged, p, carver);
+    if (s.staged.usable) return run_staged(s.staged, s.tiles, p, a, b, stream);
+    if (s.one_read.usable) {
+      if (p.activation == Activation::kSwish)
+        return run_one_read<Activation::kSwish>(s.one_read, s.tiles, p, a, b, stream);
+      return run_one_read<Activation::kIdentity>(s.one_read, s.tiles, p, a, b, stream);
+    }
+    if (p.activation == Activation::kSwish) return run_as<Activation::kSwish>(s.tiles, p, a, b, stream);
+    return run_as<Activation::kIdentity>(s.tiles, p, a, b, stream);
+  }
+
+  /// The path run() takes for these arguments (default, or no output given: dx, dγ and dβ
+  /// wanted, 16-byte aligned pointers).
+  static std::string name(const BackwardProblem& p, const Args& a = Args{}) {
+    const Plans s = plans(p, a.dx || a.dgamma ? a : with_dx_args());
+    return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
+           detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
+           (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) +
+           fold_name(s.staged, p) + "_" + activation_name(p.activation);
+  }
+
+ private:
+  static constexpr int kThreads = detail::kBlockThreads;
+  static constexpr int kGroupThreads = 128;
+  static constexpr int kV = kVector16<T>;
+
+  using Plan = detail::Plan;
 
   static Status check_arguments(const BackwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(p.validate());
@@ -58,69 +104,67 @@ class Backward {
     if (p.activation == Activation::kSwish && !a.beta) return Status::invalid_argument("a fused Swish needs beta");
     if ((a.dgamma == nullptr) != (a.dbeta == nullptr)) return Status::invalid_argument("dgamma and dbeta go together");
     if (!a.dx && !a.dgamma) return Status::invalid_argument("nothing to compute: dx, dgamma and dbeta are all null");
-    const auto tensor_bytes = [](const TensorShape& t) { return static_cast<std::size_t>(t.element_space()) * sizeof(T); };
+    const auto tensor_bytes = [](const TensorShape& t) {
+      return static_cast<std::size_t>(t.element_space()) * sizeof(T);
+    };
     const std::size_t stats = static_cast<std::size_t>(p.x.n() * p.groups) * sizeof(float);
     const std::size_t params = static_cast<std::size_t>(p.x.c()) * sizeof(TParam);
-    const detail::MemoryRange outputs[] = {{a.dx, tensor_bytes(p.dx), "dx"}, {a.dgamma, params, "dgamma"},
-                                           {a.dbeta, params, "dbeta"}};
-    const detail::MemoryRange inputs[] = {{a.dy, tensor_bytes(p.dy), "dy"}, {a.x, tensor_bytes(p.x), "x"},
-                                          {a.gamma, params, "gamma"},       {a.beta, params, "beta"},
-                                          {a.mean, stats, "mean"},          {a.rstd, stats, "rstd"}};
-    return detail::check_outputs_disjoint(outputs, inputs);
+    const MemoryRange outputs[] = {
+        {a.dx, tensor_bytes(p.dx), "dx"}, {a.dgamma, params, "dgamma"}, {a.dbeta, params, "dbeta"}};
+    const MemoryRange inputs[] = {{a.dy, tensor_bytes(p.dy), "dy"}, {a.x, tensor_bytes(p.x), "x"},
+                                  {a.gamma, params, "gamma"},       {a.beta, params, "beta"},
+                                  {a.mean, stats, "mean"},          {a.rstd, stats, "rstd"}};
+    return check_outputs_disjoint(outputs, inputs);
+  }
+  /// Everything run() decides: the tiling of the three-pass launches, the one-read and staged
+  /// plans (at most one usable decides the path) and the workspace: the larger of the carve-ups
+  /// with and without dx (their layout paths, and so their tilings, may differ), so that a call
+  /// is refused by the bound workspace_size states, whichever outputs it asks for.
+  struct Plans {
+    Plan tiles;
+    detail::OneReadPlan one_read;
+    detail::StagedPlan staged;
+    std::size_t workspace = 0;
+  };
+
+  /// Args that stand for a call with dx (aligned, never dereferenced), for sizing and naming.
+  static Args with_dx_args() {
+    alignas(16) static unsigned char stand_in[16];
+    Args a;
+    a.dx = reinterpret_cast<T*>(stand_in);
+    return a;
   }
 
-  /// Enough for a call with or without dx (their layout paths, and so their tilings, may differ),
-  /// on either path (the one-read path needs the per-(n, c) totals only, which the three-pass
-  /// carve-up starts with).
-  static std::size_t workspace_size(const BackwardProblem& p) {
-    if (!p.validate().is_ok()) return 0;
-    std::size_t bytes = 0;
-    for (bool with_dx : {false, true}) {
-      detail::WorkspaceCarver carver(nullptr, 0);
-      const Plan pl = plan(p, with_dx);
-      carve(pl, staged_plan(pl, p), p, carver);
-      bytes = carver.used() > bytes ? carver.used() : bytes;
+  /// The call's plans, made once per problem, alignment, outputs wanted and device on this thread.
+  static Plans plans(const BackwardProblem& p, const Args& a) {
+    const DeviceInfo& device = current_device_info();
+    detail::OpPlanKey key = detail::plan_key(device, p, {&p.x, &p.dy, &p.dx}, {a.x, a.dy, a.dx});
+    key.add(a.dx != nullptr);
+    thread_local RecentPlans<detail::OpPlanKey, Plans> recent;
+    return recent.find_or_make(key, [&] { return make_plans(device, p, a); });
+  }
+
+  static Plans make_plans(const DeviceInfo& device, const BackwardProblem& p, const Args& a) {
+    const TensorShape others[] = {p.dy, p.dx};
+    Plans s;
+    s.tiles = detail::make_plan<T>(device, p.x, p.groups, others, a.dx ? 2 : 1, {a.x, a.dy, a.dx});
+    s.one_read = one_read_plan(s.tiles, p, a);
+    s.staged = staged_plan(s.tiles, p);
+    for (int dx : {0, 1}) {
+      const Plan tiles = detail::make_plan<T>(device, p.x, p.groups, others, dx ? 2 : 1, {});
+      WorkspaceCarver sizing(nullptr, 0);
+      carve(tiles, staged_plan(tiles, p), p, sizing);
+      s.workspace = sizing.used() > s.workspace ? sizing.used() : s.workspace;
     }
-    return bytes;
+    return s;
   }
 
-  static Status run(const BackwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
-                    hipStream_t stream) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    const Plan pl = plan(p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm backward"));
-    const detail::OneReadPlan one_read = one_read_plan(pl, p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read));
-    const detail::StagedPlan staged = staged_plan(pl, p);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged));
-    detail::WorkspaceCarver carver(workspace, workspace_bytes);
-    const Buffers b = carve(pl, staged, p, carver);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
-    if (staged.usable) return run_staged(staged, pl, p, a, b, stream);
-    if (one_read.usable) {
-      if (p.activation == Activation::kSwish) return run_one_read<Activation::kSwish>(one_read, pl, p, a, b, stream);
-      return run_one_read<Activation::kIdentity>(one_read, pl, p, a, b, stream);
-    }
-    if (p.activation == Activation::kSwish) return run_as<Activation::kSwish>(pl, p, a, b, stream);
-    return run_as<Activation::kIdentity>(pl, p, a, b, stream);
+  static Status check_plans(const BackwardProblem& p, const Plans& s) {
+    HIPGRAD_RETURN_IF_ERROR(detail::check_grid(s.tiles, p.x.n() * p.groups, "GroupNorm backward"));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, s.one_read));
+    return detail::check_staged(p.algorithm, s.staged);
   }
 
-  static std::string name(const BackwardProblem& p) {
-    const Plan pl = plan(p, true);
-    const detail::StagedPlan staged = staged_plan(pl, p);
-    const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
-    return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
-           "_v" + std::to_string(pl.vector) +
-           (staged.usable ? detail::staged_name(staged) : detail::one_read_name(one_read)) + fold_name(staged, p) +
-           "_" + activation_name(p.activation);
-  }
-
- private:
-  static constexpr int kThreads = detail::kBlockThreads;
-  static constexpr int kGroupThreads = 128;
-  static constexpr int kV = kVector16<T>;
-
-  using Plan = detail::Plan;
   struct Buffers {
     detail::GradientSums* partials;
     detail::GradientSums* totals;
@@ -183,10 +227,10 @@ class Backward {
     if (fold_blocks > 0)
       ready = detail::TotalsFlags{b.ready, detail::next_totals_generation(),
                                   plan.rows.band_groups * pl.geometry.group_channels, plan.blocks()};
-    HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(kernel, plan, fold_blocks, stream, a.dy, dys, a.x, xs, a.dx, dxs,
-                                                  pl.geometry, plan.rows, plan.layout, plan.stagger, a.mean, a.rstd, a.gamma,
-                                                  a.beta, p.swish_beta, a.dgamma ? b.totals : nullptr, ready, a.dgamma,
-                                                  a.dbeta));
+    HIPGRAD_RETURN_IF_ERROR(detail::launch_staged(*pl.device, kernel, plan, fold_blocks, stream, a.dy, dys, a.x, xs,
+                                                  a.dx, dxs, pl.geometry, plan.rows, plan.layout, plan.stagger, a.mean,
+                                                  a.rstd, a.gamma, a.beta, p.swish_beta, a.dgamma ? b.totals : nullptr,
+                                                  ready, a.dgamma, a.dbeta));
     return a.dgamma && fold_blocks == 0
                ? launch_gamma_beta(pl.geometry, a, b.totals, static_cast<int>(totals_parts(plan, p)), stream)
                : Status::ok();
@@ -207,8 +251,8 @@ class Backward {
           plan.channels_last
               ? launch_clustered(detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T),
                                                                          S::kMaxThreads, kAct, decltype(split)::value>,
-                                 blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry, plan.rows,
-                                 a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals)
+                                 blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
+                                 plan.rows, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals)
               : launch_clustered(detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
                                  blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
                                  plan.planes, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals);
@@ -219,30 +263,24 @@ class Backward {
 
   /// dγ/dβ from `totals`, [N][parts][C] (backward_gamma_beta), once the grid before it has
   /// completed.
-  static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals, int parts,
-                                  hipStream_t stream) {
+  static Status launch_gamma_beta(const detail::Geometry& g, const Args& a, const detail::GradientSums* totals,
+                                  int parts, hipStream_t stream) {
     const unsigned threads = detail::gamma_beta_threads(g.n * parts);
     const auto blocks = static_cast<unsigned>(ceil_div(g.c, Index{detail::kGammaBetaChannels}));
-    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals, parts, g,
-                                            a.rstd, a.dgamma, a.dbeta),
+    return status_from_hip(launch_dependent(detail::backward_gamma_beta<TParam>, blocks, threads, 0, stream, totals,
+                                            parts, g, a.rstd, a.dgamma, a.dbeta),
                            "launch of backward_gamma_beta", __FILE__, __LINE__);
   }
 
-  static Plan plan(const BackwardProblem& p, const Args& a) { return plan(p, a.dx != nullptr, {a.x, a.dy, a.dx}); }
-
-  static Plan plan(const BackwardProblem& p, bool with_dx, std::initializer_list<const void*> pointers = {}) {
-    const TensorShape others[] = {p.dy, p.dx};
-    return detail::make_plan<T>(p.x, p.groups, others, with_dx ? 2 : 1, pointers);
-  }
-
   static Buffers carve(const Plan& pl, const detail::StagedPlan& staged, const BackwardProblem& p,
-                       detail::WorkspaceCarver& carver) {
+                       WorkspaceCarver& carver) {
     const std::size_t nc = static_cast<std::size_t>(p.x.n() * p.x.c());
     Buffers b;
     b.partials = carver.take<detail::GradientSums>(static_cast<std::size_t>(pl.tiles));
     b.totals = carver.take<detail::GradientSums>(nc * totals_parts(staged, p));
     b.coefficients = carver.take<detail::DataGradient>(nc);
-    b.ready = carver.take<unsigned long long>(staged_group_meeting(staged, p) ? static_cast<std::size_t>(staged.blocks()) : 0);
+    b.ready = carver.take<unsigned long long>(
+        staged_group_meeting(staged, p) ? static_cast<std::size_t>(staged.blocks()) : 0);
     return b;
   }
 
@@ -250,17 +288,18 @@ class Backward {
   static Status run_as(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
     HIPGRAD_RETURN_IF_ERROR(launch_sums<kAct>(pl, p, a, b, stream));
     const detail::Geometry& g = pl.geometry;
-    HIPGRAD_RETURN_IF_ERROR(status_from_hip(
-        launch_dependent(detail::backward_group_coefficients<TParam, kGroupThreads>,
-                         static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream, b.partials, g, a.rstd, a.gamma,
-                         b.totals, a.dx ? b.coefficients : nullptr),
-        "launch of backward_group_coefficients", __FILE__, __LINE__));
+    HIPGRAD_RETURN_IF_ERROR(
+        status_from_hip(launch_dependent(detail::backward_group_coefficients<TParam, kGroupThreads>,
+                                         static_cast<unsigned>(p.x.n() * p.groups), kGroupThreads, 0, stream,
+                                         b.partials, g, a.rstd, a.gamma, b.totals, a.dx ? b.coefficients : nullptr),
+                        "launch of backward_group_coefficients", __FILE__, __LINE__));
     if (a.dgamma) HIPGRAD_RETURN_IF_ERROR(launch_gamma_beta(g, a, b.totals, 1, stream));
     return a.dx ? launch_data<kAct>(pl, p, a, b, stream) : Status::ok();
   }
 
   template <Activation kAct>
-  static Status launch_sums(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+  static Status launch_sums(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b,
+                            hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy);
     return detail::visit_walk<T>(pl, [&](auto walk) {
       using W = decltype(walk);
@@ -270,8 +309,8 @@ class Backward {
             a.dy, a.x, xs, pl.geometry, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, b.partials);
       } else {
         detail::backward_sums_planes<T, TParam, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>
-            <<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, pl.geometry, pl.tiles, a.mean, a.rstd, a.gamma, a.beta,
-                                              p.swish_beta, b.partials);
+            <<<blocks, kThreads, 0, stream>>>(a.dy, dys, a.x, xs, pl.geometry, pl.tiles, a.mean, a.rstd, a.gamma,
+                                              a.beta, p.swish_beta, b.partials);
       }
       HIPGRAD_RETURN_IF_LAUNCH_ERROR("backward_sums");
       return Status::ok();
@@ -279,7 +318,8 @@ class Backward {
   }
 
   template <Activation kAct>
-  static Status launch_data(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+  static Status launch_data(const Plan& pl, const BackwardProblem& p, const Args& a, const Buffers& b,
+                            hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
     return detail::visit_walk<T>(pl, [&](auto walk) {
@@ -288,8 +328,8 @@ class Backward {
       hipError_t launched;
       if constexpr (W::kChannelsLast) {
         launched = launch_dependent(detail::backward_data_channels_last<T, TParam, kThreads, W::kVector, kAct>, blocks,
-                                    kThreads, 0, stream, a.dy, a.x, a.dx, xs, pl.geometry, a.mean, a.rstd, a.gamma, a.beta,
-                                    p.swish_beta, b.coefficients);
+                                    kThreads, 0, stream, a.dy, a.x, a.dx, xs, pl.geometry, a.mean, a.rstd, a.gamma,
+                                    a.beta, p.swish_beta, b.coefficients);
       } else {
         launched = launch_dependent(
             detail::backward_data_planes<T, TParam, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>, blocks,

@@ -11,6 +11,8 @@ class BackwardData {
   using Fused = Backward<T, TParam>;
 
  public:
+  using Problem = BackwardProblem;
+
   struct Args {
     const T* dy = nullptr;
     const T* x = nullptr;
@@ -30,7 +32,10 @@ class BackwardData {
     HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
     return Fused::run(p, fused(a), workspace, bytes, stream);
   }
-  static std::string name(const BackwardProblem& p) { return "groupnorm_bwd_data" + Fused::name(p).substr(13); }
+  /// The path run() takes for these arguments (default: 16-byte aligned pointers).
+  static std::string name(const BackwardProblem& p, const Args& a = Args{}) {
+    return "groupnorm_bwd_data" + Fused::name(p, fused(a)).substr(13);  // no dx given: Fused names dx's path
+  }
 
  private:
   static typename Fused::Args fused(const Args& a) {

@@ -11,11 +11,13 @@ class BackwardGammaBeta {
   using Fused = Backward<T, TParam>;
 
  public:
+  using Problem = BackwardProblem;
+
   struct Args {
     const T* dy = nullptr;
     const T* x = nullptr;
     const TParam* gamma = nullptr;
-    const TParam* beta = nullptr;   ///< read only with a fused Swish
+    const TParam* beta = nullptr;  ///< read only with a fused Swish
     const float* mean = nullptr;
     const float* rstd = nullptr;
     TParam* dgamma = nullptr;
@@ -31,7 +33,10 @@ class BackwardGammaBeta {
     HIPGRAD_RETURN_IF_ERROR(can_implement(p, a));
     return Fused::run(p, fused(a), workspace, bytes, stream);
   }
-  static std::string name(const BackwardProblem& p) { return "groupnorm_bwd_gamma_beta" + Fused::name(p).substr(13); }
+  /// The path run() takes for these arguments (default: 16-byte aligned pointers).
+  static std::string name(const BackwardProblem& p, const Args& a = Args{}) {
+    return "groupnorm_bwd_gamma_beta" + Fused::name(p, fused(a)).substr(13);
+  }
 
  private:
   static typename Fused::Args fused(const Args& a) {

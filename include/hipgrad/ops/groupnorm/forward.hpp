@@ -13,7 +13,11 @@
 #include <cstddef>
 #include <string>
 
+#include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/memory_ranges.hpp"
+#include "hipgrad/core/plan_cache.hpp"
+#include "hipgrad/core/workspace.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/forward_kernels.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
@@ -29,6 +33,8 @@ class Forward {
   static_assert(std::is_same_v<TParam, T> || std::is_same_v<TParam, float>, "γ/β must be of the data type or float");
 
  public:
+  using Problem = ForwardProblem;
+
   struct Args {
     const T* x = nullptr;
     const TParam* gamma = nullptr;
@@ -40,50 +46,42 @@ class Forward {
 
   static Status can_implement(const ForwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    const Plan pl = plan(p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read_plan(pl, p, a)));
-    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged_plan(pl, p)));
-    return detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward");
+    return check_plans(p, plans(p, a));
   }
 
+  /// The three-pass workspace, whichever path a call takes (the others need none): the tile count
+  /// depends on the problem and the device only, not on the pointers.
   static std::size_t workspace_size(const ForwardProblem& p) {
     if (!p.validate().is_ok()) return 0;
-    detail::WorkspaceCarver three_pass(nullptr, 0);  // the one-read path needs none
-    carve(plan(p, Args{}), p, three_pass);
-    return three_pass.used();
+    return plans(p, Args{}).workspace;
   }
 
   static Status run(const ForwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
                     hipStream_t stream) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    const Plan pl = plan(p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_grid(pl, p.x.n() * p.groups, "GroupNorm forward"));
-    const detail::OneReadPlan one_read = one_read_plan(pl, p, a);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, one_read));
-    const detail::StagedPlan staged = staged_plan(pl, p);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_staged(p.algorithm, staged));
-    if (staged.usable) return run_staged(staged, pl, p, a, stream);
-    if (one_read.usable) return run_one_read(one_read, pl, p, a, stream);
-    detail::WorkspaceCarver carver(workspace, workspace_bytes);
-    const Buffers b = carve(pl, p, carver);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_workspace(carver.used(), workspace, workspace_bytes));
-    HIPGRAD_RETURN_IF_ERROR(launch_moments(pl, p, a, b, stream));
-    HIPGRAD_RETURN_IF_ERROR(status_from_hip(
-        launch_dependent(detail::forward_group_statistics<T, TParam, kStatThreads>, static_cast<unsigned>(p.x.n() * p.groups),
-                         kStatThreads, 0, stream, b.partials, pl.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd,
-                         b.affine),
-        "launch of forward_group_statistics", __FILE__, __LINE__));
-    return launch_apply(pl, p, a, b, stream);
+    const Plans s = plans(p, a);
+    HIPGRAD_RETURN_IF_ERROR(check_plans(p, s));
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(s.workspace, workspace, workspace_bytes));  // whichever path runs
+    if (s.staged.usable) return run_staged(s.staged, s.tiles, p, a, stream);
+    if (s.one_read.usable) return run_one_read(s.one_read, s.tiles, p, a, stream);
+    WorkspaceCarver carver(workspace, workspace_bytes);
+    const Buffers b = carve(s.tiles, p, carver);
+    HIPGRAD_RETURN_IF_ERROR(launch_moments(s.tiles, p, a, b, stream));
+    HIPGRAD_RETURN_IF_ERROR(
+        status_from_hip(launch_dependent(detail::forward_group_statistics<T, TParam, kStatThreads>,
+                                         static_cast<unsigned>(p.x.n() * p.groups), kStatThreads, 0, stream, b.partials,
+                                         s.tiles.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd, b.affine),
+                        "launch of forward_group_statistics", __FILE__, __LINE__));
+    return launch_apply(s.tiles, p, a, b, stream);
   }
 
-  static std::string name(const ForwardProblem& p) {
-    const Plan pl = plan(p, Args{});
-    const detail::StagedPlan staged = staged_plan(pl, p);
-    const detail::OneReadPlan one_read = one_read_plan(pl, p, Args{});
-    return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" + detail::path_name(pl.path) +
-           "_v" + std::to_string(pl.vector) +
-           (staged.usable ? detail::staged_name(staged) : detail::one_read_name(one_read)) +
-           "_" + activation_name(p.activation);
+  /// The path run() takes for these arguments (default: 16-byte aligned pointers).
+  static std::string name(const ForwardProblem& p, const Args& a = Args{}) {
+    const Plans s = plans(p, a);
+    return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
+           detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
+           (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) + "_" +
+           activation_name(p.activation);
   }
 
  private:
@@ -107,13 +105,12 @@ class Forward {
     return detail::plan_staged<T>(p.algorithm, pl, p.x, p.groups, detail::StagedOp::kForward, staged_kernel(p));
   }
 
-  static Status run_staged(const detail::StagedPlan& plan, const detail::Plan& pl, const ForwardProblem& p, const Args& a,
-                           hipStream_t stream) {
+  static Status run_staged(const detail::StagedPlan& plan, const detail::Plan& pl, const ForwardProblem& p,
+                           const Args& a, hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
     const auto kernel = staged_kernel(p);
-    return detail::launch_staged(kernel, plan, 0, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, plan.layout, plan.stagger,
-                                 a.gamma,
-                                 a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
+    return detail::launch_staged(*pl.device, kernel, plan, 0, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows,
+                                 plan.layout, plan.stagger, a.gamma, a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
   }
 
   static Status run_one_read(const detail::OneReadPlan& plan, const detail::Plan& pl, const ForwardProblem& p,
@@ -132,18 +129,52 @@ class Forward {
       constexpr int kVc = detail::kOneReadChannelVector;
       const hipError_t launched =
           plan.channels_last
-              ? launch_clustered(detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads,
-                                                                        kAct, decltype(split)::value>,
-                                 blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows, a.gamma,
-                                 a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd)
+              ? launch_clustered(detail::forward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T),
+                                                                        S::kMaxThreads, kAct, decltype(split)::value>,
+                                 blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.rows,
+                                 a.gamma, a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd)
               : launch_clustered(detail::forward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
-                                 blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.planes, a.gamma,
-                                 a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
+                                 blocks, plan.threads, cluster, stream, a.x, xs, a.y, ys, pl.geometry, plan.planes,
+                                 a.gamma, a.beta, p.epsilon, p.swish_beta, a.mean, a.rstd);
       return status_from_hip(launched, "launch of forward_one_read", __FILE__, __LINE__);
     });
   }
 
   using Plan = detail::Plan;
+
+  /// Everything run() decides: the tiling of the three-pass launches, the one-read and staged
+  /// plans (at most one usable decides the path) and the three-pass workspace.
+  struct Plans {
+    Plan tiles;
+    detail::OneReadPlan one_read;
+    detail::StagedPlan staged;
+    std::size_t workspace = 0;
+  };
+
+  /// The call's plans, made once per problem, alignment and device on this thread.
+  static Plans plans(const ForwardProblem& p, const Args& a) {
+    const DeviceInfo& device = current_device_info();
+    const detail::OpPlanKey key = detail::plan_key(device, p, {&p.x, &p.y}, {a.x, a.y});
+    thread_local RecentPlans<detail::OpPlanKey, Plans> recent;
+    return recent.find_or_make(key, [&] { return make_plans(device, p, a); });
+  }
+
+  static Plans make_plans(const DeviceInfo& device, const ForwardProblem& p, const Args& a) {
+    Plans s;
+    s.tiles = detail::make_plan<T>(device, p.x, p.groups, &p.y, 1, {a.x, a.y});
+    s.one_read = one_read_plan(s.tiles, p, a);
+    s.staged = staged_plan(s.tiles, p);
+    WorkspaceCarver three_pass(nullptr, 0);
+    carve(s.tiles, p, three_pass);
+    s.workspace = three_pass.used();
+    return s;
+  }
+
+  static Status check_plans(const ForwardProblem& p, const Plans& s) {
+    HIPGRAD_RETURN_IF_ERROR(detail::check_grid(s.tiles, p.x.n() * p.groups, "GroupNorm forward"));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_algorithm(p.algorithm, s.one_read));
+    return detail::check_staged(p.algorithm, s.staged);
+  }
 
   static Status check_arguments(const ForwardProblem& p, const Args& a) {
     HIPGRAD_RETURN_IF_ERROR(p.validate());
@@ -152,34 +183,31 @@ class Forward {
     const std::size_t params = static_cast<std::size_t>(p.x.c()) * sizeof(TParam);
     const std::size_t x_bytes = static_cast<std::size_t>(p.x.element_space()) * sizeof(T);
     const std::size_t y_bytes = static_cast<std::size_t>(p.y.element_space()) * sizeof(T);
-    const detail::MemoryRange outputs[] = {{a.y, y_bytes, "y"}, {a.mean, stats, "mean"}, {a.rstd, stats, "rstd"}};
-    const detail::MemoryRange inputs[] = {{a.x, x_bytes, "x"}, {a.gamma, params, "gamma"}, {a.beta, params, "beta"}};
-    return detail::check_outputs_disjoint(outputs, inputs);
+    const MemoryRange outputs[] = {{a.y, y_bytes, "y"}, {a.mean, stats, "mean"}, {a.rstd, stats, "rstd"}};
+    const MemoryRange inputs[] = {{a.x, x_bytes, "x"}, {a.gamma, params, "gamma"}, {a.beta, params, "beta"}};
+    return check_outputs_disjoint(outputs, inputs);
   }
   struct Buffers {
     detail::Moments* partials;
     detail::Affine* affine;
   };
 
-  static Plan plan(const ForwardProblem& p, const Args& a) {
-    return detail::make_plan<T>(p.x, p.groups, &p.y, 1, {a.x, a.y});
-  }
-
-  static Buffers carve(const Plan& pl, const ForwardProblem& p, detail::WorkspaceCarver& carver) {
+  static Buffers carve(const Plan& pl, const ForwardProblem& p, WorkspaceCarver& carver) {
     Buffers b;
     b.partials = carver.take<detail::Moments>(static_cast<std::size_t>(pl.tiles));
     b.affine = carver.take<detail::Affine>(static_cast<std::size_t>(p.x.n() * p.x.c()));
     return b;
   }
 
-  static Status launch_moments(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+  static Status launch_moments(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b,
+                               hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x);
     return detail::visit_walk<T>(pl, [&](auto walk) {
       using W = decltype(walk);
       const unsigned blocks = static_cast<unsigned>(pl.blocks);
       if constexpr (W::kChannelsLast) {
-        detail::forward_moments_channels_last<T, kThreads, W::kVector><<<blocks, kThreads, 0, stream>>>(
-            a.x, xs, pl.geometry, b.partials);
+        detail::forward_moments_channels_last<T, kThreads, W::kVector>
+            <<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, b.partials);
       } else {
         detail::forward_moments_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads>
             <<<blocks, kThreads, 0, stream>>>(a.x, xs, pl.geometry, pl.tiles, b.partials);
@@ -189,25 +217,27 @@ class Forward {
     });
   }
 
-  static Status launch_apply(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+  static Status launch_apply(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b,
+                             hipStream_t stream) {
     if (p.activation == Activation::kSwish) return launch_apply_as<Activation::kSwish>(pl, p, a, b, stream);
     return launch_apply_as<Activation::kIdentity>(pl, p, a, b, stream);
   }
 
   template <Activation kAct>
-  static Status launch_apply_as(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b, hipStream_t stream) {
+  static Status launch_apply_as(const Plan& pl, const ForwardProblem& p, const Args& a, const Buffers& b,
+                                hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), ys = detail::device_strides(p.y);
     return detail::visit_walk<T>(pl, [&](auto walk) {
       using W = decltype(walk);
       const unsigned blocks = static_cast<unsigned>(pl.blocks);
       hipError_t launched;
       if constexpr (W::kChannelsLast) {
-        launched = launch_dependent(detail::forward_apply_channels_last<T, kThreads, W::kVector, kAct>, blocks, kThreads, 0,
-                                    stream, a.x, a.y, xs, pl.geometry, b.affine, p.swish_beta);
+        launched = launch_dependent(detail::forward_apply_channels_last<T, kThreads, W::kVector, kAct>, blocks,
+                                    kThreads, 0, stream, a.x, a.y, xs, pl.geometry, b.affine, p.swish_beta);
       } else {
-        launched = launch_dependent(detail::forward_apply_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>,
-                                    blocks, kThreads, 0, stream, a.x, xs, a.y, ys, pl.geometry, pl.tiles, b.affine,
-                                    p.swish_beta);
+        launched = launch_dependent(
+            detail::forward_apply_planes<T, kThreads, W::kVector, W::kPacked, W::kPlaneThreads, kAct>, blocks, kThreads,
+            0, stream, a.x, xs, a.y, ys, pl.geometry, pl.tiles, b.affine, p.swish_beta);
       }
       return status_from_hip(launched, "launch of forward_apply", __FILE__, __LINE__);
     });

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hipgrad/core/memory_ranges.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
@@ -99,7 +100,8 @@ inline bool strides_are_one_to_one(const TensorShape& shape) {
   std::array<int, kMaxRank> order{};
   for (int d = 0; d < shape.rank; ++d) order[d] = d;
   for (int i = 1; i < shape.rank; ++i)  // insertion sort by stride
-    for (int j = i; j > 0 && shape.strides[order[j]] < shape.strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+    for (int j = i; j > 0 && shape.strides[order[j]] < shape.strides[order[j - 1]]; --j)
+      std::swap(order[j], order[j - 1]);
   Index span = 1;  // elements covered by the dimensions taken so far
   for (int i = 0; i < shape.rank; ++i) {
     const int d = order[i];
@@ -108,39 +110,6 @@ inline bool strides_are_one_to_one(const TensorShape& shape) {
     span = shape.strides[d] * (shape.lengths[d] - 1) + span;
   }
   return true;
-}
-
-/// Whether the memory ranges [a, a + a_bytes) and [b, b + b_bytes) overlap.
-inline bool ranges_overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  if (a == nullptr || b == nullptr || a_bytes == 0 || b_bytes == 0) return false;
-  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
-/// A named span of memory an op reads or writes (null pointers are skipped).
-struct MemoryRange {
-  const void* pointer;
-  std::size_t bytes;
-  const char* name;
-};
-
-/// invalid_argument naming the first output that overlaps an input or another output: a kernel
-/// writing where it (or another block) still reads gives silently wrong results.
-/// (Arrays rather than initializer lists: nvcc's host pass misparses braced lists passed inline.)
-template <std::size_t kOutputs, std::size_t kInputs>
-Status check_outputs_disjoint(const MemoryRange (&outputs)[kOutputs], const MemoryRange (&inputs)[kInputs]) {
-  for (std::size_t o = 0; o < kOutputs; ++o) {
-    const MemoryRange& out = outputs[o];
-    for (std::size_t earlier = 0; earlier < o; ++earlier) {
-      if (ranges_overlap(out.pointer, out.bytes, outputs[earlier].pointer, outputs[earlier].bytes))
-        return Status::invalid_argument(std::string(out.name) + " overlaps " + outputs[earlier].name);
-    }
-    for (const MemoryRange& in : inputs) {
-      if (ranges_overlap(out.pointer, out.bytes, in.pointer, in.bytes))
-        return Status::invalid_argument(std::string(out.name) + " overlaps " + in.name);
-    }
-  }
-  return Status::ok();
 }
 
 inline Status validate_common(const TensorShape& x, Index groups) {
@@ -174,7 +143,8 @@ inline Status same_lengths(const TensorShape& x, const TensorShape& other, const
 }
 
 inline Status validate_activation(Activation activation, float swish_beta) {
-  if (activation == Activation::kSwish && !std::isfinite(swish_beta)) return Status::invalid_argument("swish beta must be finite");
+  if (activation == Activation::kSwish && !std::isfinite(swish_beta))
+    return Status::invalid_argument("swish beta must be finite");
   return Status::ok();
 }
 
@@ -189,7 +159,8 @@ inline Status writable(const TensorShape& shape, const char* name) {
 
 /// How an op reads its inputs.
 enum class Algorithm {
-  /// The measured-fastest choice for the problem (docs/perf-notes.md).
+  /// The choice that measured fastest for problems like this one, picked by rules on the layout
+  /// and sizes (nothing is timed at run time).
   kAuto,
   /// One launch whose blocks hold a unit in registers: x (and dy) read from memory once. A unit
   /// is a group (planes) or a band of adjacent groups (channels last); it spans one block, or on
@@ -207,7 +178,8 @@ enum class Algorithm {
   /// (and dy) read from memory once. Packed channels last (NHWC and kin) with 16-byte aligned
   /// pointers, channels a multiple of the vector (8 fp16/bf16, 4 fp32), a band of groups whose
   /// channels are too, and a unit that fits the shared memory of one block, or on GPUs with
-  /// thread-block clusters (sm_90) of up to 8 blocks; not_supported, with the reason, otherwise.
+  /// thread-block clusters (sm_90) of up to 8 blocks (16 where the GPU has room for them);
+  /// not_supported, with the reason, otherwise.
   kStaged,
 };
 
@@ -221,10 +193,21 @@ inline const char* algorithm_name(Algorithm algorithm) {
   return "unknown";
 }
 
+namespace detail {
+
+inline Status validate_algorithm(Algorithm algorithm) {
+  const int a = static_cast<int>(algorithm);
+  if (a < static_cast<int>(Algorithm::kAuto) || a > static_cast<int>(Algorithm::kStaged))
+    return Status::invalid_argument("unknown algorithm " + std::to_string(a));
+  return Status::ok();
+}
+
+}  // namespace detail
+
 /// y = act(γ·(x − μ)·rstd + β), statistics over each group of C/G channels × spatial.
 struct ForwardProblem {
-  TensorShape x;       ///< input
-  TensorShape y;       ///< output: the lengths of x, its own strides
+  TensorShape x;  ///< input
+  TensorShape y;  ///< output: the lengths of x, its own strides
   Index groups = 1;
   float epsilon = 1e-5f;
   Activation activation = Activation::kIdentity;
@@ -241,6 +224,7 @@ struct ForwardProblem {
     if (!(epsilon > 0.0f) || !std::isfinite(epsilon)) {
       return Status::invalid_argument("epsilon must be positive and finite, got " + std::to_string(epsilon));
     }
+    HIPGRAD_RETURN_IF_ERROR(detail::validate_algorithm(algorithm));
     return detail::validate_activation(activation, swish_beta);
   }
 };
@@ -262,6 +246,7 @@ struct BackwardProblem {
     HIPGRAD_RETURN_IF_ERROR(detail::same_lengths(x, dy, "dy"));
     HIPGRAD_RETURN_IF_ERROR(detail::same_lengths(x, dx, "dx"));
     HIPGRAD_RETURN_IF_ERROR(detail::writable(dx, "dx"));
+    HIPGRAD_RETURN_IF_ERROR(detail::validate_algorithm(algorithm));
     return detail::validate_activation(activation, swish_beta);
   }
 };
@@ -276,8 +261,13 @@ inline TensorShape packed_shape(const std::vector<Index>& lengths, bool channels
     order.push_back(1);
   }
   TensorShape shape;
-  // Lengths are validated later; a bad vector leaves a shape that validate() rejects.
-  if (!make_tensor_shape(lengths, strides_for_order(lengths, order), "x", &shape).is_ok()) shape = TensorShape{};
+  // Lengths are validated later: a bad vector leaves a shape whose validate() names the fault
+  // (its rank, or the length that is not positive).
+  if (make_tensor_shape(lengths, strides_for_order(lengths, order), "x", &shape).is_ok()) return shape;
+  shape = TensorShape{};
+  if (lengths.size() < 2 || lengths.size() > static_cast<std::size_t>(kMaxRank)) return shape;
+  shape.rank = static_cast<int>(lengths.size());
+  for (int d = 0; d < shape.rank; ++d) shape.lengths[d] = lengths[d];
   return shape;
 }
 

@@ -9,6 +9,7 @@
 /// called once per element of the block tile, also for (m, n) outside the problem (it checks).
 #pragma once
 
+#include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
@@ -17,7 +18,7 @@ namespace hipgrad::gemm {
 
 template <typename TOut>
 struct LinearCombination {
-  TOut* out;        ///< element (m, n) at out[m·stride_m + n·stride_n]
+  TOut* out;  ///< element (m, n) at out[m·stride_m + n·stride_n]
   Index stride_m;
   Index stride_n;
   int m_size;
@@ -43,6 +44,7 @@ struct LinearCombination {
 /// (whose own `partials` is null).
 template <typename Epilogue>
 __global__ void reduce_split_k(const float* partials, int splits, Epilogue epilogue) {
+  wait_for_prior_grids();  // a dependent launch (dependent_launch.hpp): before any memory access
   const Index elements = static_cast<Index>(epilogue.m_size) * epilogue.n_size;
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < elements;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {

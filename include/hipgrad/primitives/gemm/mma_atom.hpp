@@ -86,24 +86,27 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void ldmatrix_x4(std::uint32_t (&r)[4], const char
   const std::uint32_t address = shared_address(row);
   if constexpr (kTranspose) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
   } else {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
   }
 }
 
 /// A 16 (MN) × 16-byte-pairs (K) block by one ldmatrix.x4: for a K-contiguous tile each lane
 /// points at its matrix row; an MN-contiguous tile of 16-bit elements is read transposed.
 template <typename Tile, bool kAOrder>
-HIPGRAD_DEVICE HIPGRAD_INLINE void load_fragment_x4(std::uint32_t (&r)[4], const char* tile, int mn0, int k0, int lane) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void load_fragment_x4(std::uint32_t (&r)[4], const char* tile, int mn0, int k0,
+                                                    int lane) {
   static_assert(Tile::kKContiguous || Tile::kElementBytes == 2, "ldmatrix.trans moves 16-bit elements only");
   ldmatrix_x4<!Tile::kKContiguous>(r, tile + ldmatrix_x4_row_offset<Tile, kAOrder>(mn0, k0, lane));
 }
 
 template <typename T>
-HIPGRAD_DEVICE HIPGRAD_INLINE void mma_m16n8k16(float (&c)[8], int n_half, const std::uint32_t (&a)[4], std::uint32_t b0,
-                                                std::uint32_t b1) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void mma_m16n8k16(float (&c)[8], int n_half, const std::uint32_t (&a)[4],
+                                                std::uint32_t b0, std::uint32_t b1) {
   float* d = c + 4 * n_half;
   if constexpr (std::is_same_v<T, hipgrad::half>) {
     asm volatile(
@@ -131,7 +134,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE std::uint32_t to_tf32(std::uint32_t fp32_bits) {
 /// K-contiguous tiles are read with ldmatrix (a 32-bit element is a pair of 16-bit ones);
 /// MN-contiguous ones, which ldmatrix cannot transpose at 32 bits, element by element.
 template <typename Tile, bool kAOrder>
-HIPGRAD_DEVICE HIPGRAD_INLINE void load_tf32_fragment(std::uint32_t (&r)[4], const char* tile, int mn0, int k0, int lane) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void load_tf32_fragment(std::uint32_t (&r)[4], const char* tile, int mn0, int k0,
+                                                      int lane) {
   if constexpr (Tile::kKContiguous) {
     load_fragment_x4<Tile, kAOrder>(r, tile, mn0, k0, lane);
   } else {
@@ -314,10 +318,8 @@ inline constexpr int kMatrixAtomLanes = 64;
 inline constexpr const char* kMatrixAtomName = "mfma";
 #endif
 
-
 /// Whether `device` runs this backend's matrix atoms: compute capability 8.0 or newer on NVIDIA,
-/// gfx90a or gfx94x (wavefront 64) on AMD. Host code asks once per launch; a false answer sends
-/// the op to the FMA path.
+/// gfx90a or gfx94x (wavefront 64) on AMD. A false answer leaves the launcher the FMA path.
 inline bool query_matrix_atoms(int device) {
 #if defined(HIPGRAD_BACKEND_CUDA)
   int major = 0;

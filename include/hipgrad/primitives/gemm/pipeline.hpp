@@ -1,68 +1,12 @@
 /// @file pipeline.hpp
-/// @brief Moving operand tiles from global to shared memory: 16-byte chunk copies that zero-fill
-///        what lies outside the operand, asynchronous (cp.async) on sm_80+, through registers
-///        elsewhere, and the stage ring of the multistage mainloop.
-///
-/// On sm_80+ a whole chunk (16 valid bytes) is one `cp.async.cg` of 16 bytes. Copies are grouped
-/// per stage (commit) and a stage is used after wait<N>() — at most N newer groups still in
-/// flight — and a barrier. Elsewhere a whole chunk is a 16-byte load into registers and a store,
-/// complete when it returns: commit and wait do nothing and the same mainloop runs as a
-/// register-staged prefetch. On every target an edge chunk (0 to 15 valid bytes: the tile edges
-/// at any M, N, K and the K tail) is staged through registers byte by byte and zero-filled, so
-/// that no access ever reaches past the operand's last element: a cp.async with a source size
-/// below 16 (zero-fill) is counted as a 16-byte read by compute-sanitizer, which reports it when
-/// the operand ends inside the chunk (e.g. a 4-byte allocation). The synchronous shared stores of
-/// edge chunks land in the same stage as the asynchronous copies and are published by the same
-/// barrier.
+/// @brief The stage ring of the multistage tile GEMM mainloop, filled by the chunk copies of
+///        async_copy.hpp (asynchronous on sm_80+, register-staged elsewhere).
 #pragma once
 
-#include <cstdint>
-
 #include "hipgrad/core/config.hpp"
-#include "hipgrad/core/hip_runtime.hpp"
+#include "hipgrad/primitives/async_copy.hpp"
 
 namespace hipgrad::gemm {
-
-/// Copies `valid_bytes` (0 to 16, a multiple of the element size) from `global` to the 16-byte
-/// chunk `shared` and zero-fills the rest. Only the first valid_bytes bytes at `global` are read
-/// (none with 0: then `global` may be anything); with 16, `global` must be 16-byte aligned.
-HIPGRAD_DEVICE HIPGRAD_INLINE void copy_chunk(void* shared, const void* global, int valid_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (valid_bytes == 16) {
-    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
-    return;
-  }
-#endif
-  uint4 v = make_uint4(0, 0, 0, 0);
-  if (valid_bytes == 16) {
-    v = *static_cast<const uint4*>(global);
-  } else {
-    // Unrolled with constant indices (v stays in registers); byte i is read only if it exists.
-    auto* bytes = reinterpret_cast<unsigned char*>(&v);
-    HIPGRAD_UNROLL
-    for (int i = 0; i < 16; ++i) {
-      if (i < valid_bytes) bytes[i] = static_cast<const unsigned char*>(global)[i];
-    }
-  }
-  *static_cast<uint4*>(shared) = v;
-}
-
-/// Closes the group of copies issued since the last commit (one group per pipeline stage).
-HIPGRAD_DEVICE HIPGRAD_INLINE void commit_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-/// Waits until at most kPending committed groups are still in flight; a barrier must follow
-/// before other threads read what this thread copied.
-template <int kPending>
-HIPGRAD_DEVICE HIPGRAD_INLINE void wait_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-#endif
-}
 
 /// The ring of kStages shared-memory stages of kStageBytes each. Iteration kt of the mainloop
 /// computes on stage kt % kStages while tile kt + kStages − 1 is loaded into the stage that

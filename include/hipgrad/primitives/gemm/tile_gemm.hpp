@@ -52,7 +52,7 @@ struct Config {
   }
 };
 
-/// Good defaults per type and backend, measured on the H100 (docs/perf.md). NVIDIA: two
+/// Defaults per type and backend, the fastest of the candidates bench_gemm tries. NVIDIA: two
 /// warpgroups (8 warps) of 64-row bands, K tiles of 128 bytes, 4 stages (192 KB): fp16/bf16
 /// 128 × 256 blocks (one 64 × 256 wgmma per band), TF32 256 × 128 (row-major B: the swapped
 /// product, two 64 × 256 wgmmas per band). On sm_90a the GEMM op runs them in the TMA kernel
@@ -72,7 +72,8 @@ struct DefaultConfig {
 /// 256 × 192 × 16 in 8 stages (TF32). Every thread copies there, so the blocks are as large as
 /// 168 registers allow, to need fewer operand bytes per FLOP.
 template <typename T>
-using CpAsyncWgmmaConfigFor = std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
+using CpAsyncWgmmaConfigFor =
+    std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
 template <typename T>
 using DefaultConfigFor = typename DefaultConfig<T>::type;
 
@@ -97,7 +98,8 @@ struct MatrixMainloop {
   using Ring = StageRing<Cfg::kStages, TileA::kBytes + TileB::kBytes>;
   using Accumulators = float[kAtomsM][kAtomsN][Atom::kAccumulators];
 
-  HIPGRAD_DEVICE static void load_stage(char* stage, const LoaderA& a, const LoaderB& b, int m_base, int n_base, int kt) {
+  HIPGRAD_DEVICE static void load_stage(char* stage, const LoaderA& a, const LoaderB& b, int m_base, int n_base,
+                                        int kt) {
     copy_tile<TileA, kThreads>(stage, a, m_base, kt * Cfg::kBlockK);
     copy_tile<TileB, kThreads>(stage + TileA::kBytes, b, n_base, kt * Cfg::kBlockK);
   }
@@ -134,11 +136,9 @@ struct MatrixMainloop {
 
     Accumulators acc;
     HIPGRAD_UNROLL
-    for (int i = 0; i < kAtomsM; ++i)
-      HIPGRAD_UNROLL
-      for (int j = 0; j < kAtomsN; ++j)
-        HIPGRAD_UNROLL
-        for (int e = 0; e < Atom::kAccumulators; ++e) acc[i][j][e] = 0.0f;
+    for (int i = 0; i < kAtomsM; ++i) HIPGRAD_UNROLL
+    for (int j = 0; j < kAtomsN; ++j) HIPGRAD_UNROLL
+    for (int e = 0; e < Atom::kAccumulators; ++e) acc[i][j][e] = 0.0f;
 
     const Ring ring{shared};
     HIPGRAD_UNROLL
@@ -159,15 +159,13 @@ struct MatrixMainloop {
     wait_copies<0>();
 
     HIPGRAD_UNROLL
-    for (int i = 0; i < kAtomsM; ++i)
-      HIPGRAD_UNROLL
-      for (int j = 0; j < kAtomsN; ++j)
-        HIPGRAD_UNROLL
-        for (int e = 0; e < Atom::kAccumulators; ++e) {
-          const AccumulatorCoord c = Atom::accumulator(lane, e);
-          epilogue.store(m_base + warp_m0 + i * Atom::kM + c.m, n_base + warp_n0 + j * Atom::kN + c.n, acc[i][j][e],
-                         static_cast<int>(blockIdx.z));
-        }
+    for (int i = 0; i < kAtomsM; ++i) HIPGRAD_UNROLL
+    for (int j = 0; j < kAtomsN; ++j) HIPGRAD_UNROLL
+    for (int e = 0; e < Atom::kAccumulators; ++e) {
+      const AccumulatorCoord c = Atom::accumulator(lane, e);
+      epilogue.store(m_base + warp_m0 + i * Atom::kM + c.m, n_base + warp_n0 + j * Atom::kN + c.n, acc[i][j][e],
+                     static_cast<int>(blockIdx.z));
+    }
   }
 };
 
@@ -237,8 +235,10 @@ struct SimtFragment {
     const int mn = mn_offset(t), k = k_offset(t);
     HIPGRAD_UNROLL
     for (int j = 0; j < 4; ++j) {
-      if (Loader::kKContiguous) tile[k + j][mn] = v[j];
-      else tile[k][mn + j] = v[j];
+      if (Loader::kKContiguous)
+        tile[k + j][mn] = v[j];
+      else
+        tile[k][mn + j] = v[j];
     }
   }
 };
@@ -273,9 +273,8 @@ __global__ void __launch_bounds__(SimtConfig::kThreads)
 
   float acc[C::kThreadM][C::kThreadN];
   HIPGRAD_UNROLL
-  for (int i = 0; i < C::kThreadM; ++i)
-    HIPGRAD_UNROLL
-    for (int j = 0; j < C::kThreadN; ++j) acc[i][j] = 0.0f;
+  for (int i = 0; i < C::kThreadM; ++i) HIPGRAD_UNROLL
+  for (int j = 0; j < C::kThreadN; ++j) acc[i][j] = 0.0f;
 
   FragA fa;
   FragB fb;
@@ -313,11 +312,10 @@ __global__ void __launch_bounds__(SimtConfig::kThreads)
   }
 
   HIPGRAD_UNROLL
-  for (int i = 0; i < C::kThreadM; ++i)
-    HIPGRAD_UNROLL
-    for (int j = 0; j < C::kThreadN; ++j)
-      epilogue.store(m_base + 64 * (i / 4) + 4 * ty + i % 4, n_base + 64 * (j / 4) + 4 * tx + j % 4, acc[i][j],
-                     static_cast<int>(blockIdx.z));
+  for (int i = 0; i < C::kThreadM; ++i) HIPGRAD_UNROLL
+  for (int j = 0; j < C::kThreadN; ++j)
+    epilogue.store(m_base + 64 * (i / 4) + 4 * ty + i % 4, n_base + 64 * (j / 4) + 4 * tx + j % 4, acc[i][j],
+                   static_cast<int>(blockIdx.z));
 }
 
 }  // namespace hipgrad::gemm

@@ -13,7 +13,8 @@
 ///
 /// Everything here exists in the CUDA backend only (HIPGRAD_GEMM_TMA on the device side, the
 /// driver's tensor-map encoder on the host side, fetched through the runtime so that nothing
-/// links against libcuda).
+/// links against libcuda). Encoded maps are kept per host thread for equal arguments
+/// (detail::encode_tensor_map), so that repeated launches on the same operands skip the encoder.
 #pragma once
 
 #include <cstdint>
@@ -76,46 +77,125 @@ inline TensorMapEncoder tensor_map_encoder() {
 
 template <typename T>
 constexpr CUtensorMapDataType tensor_map_type() {
-  if constexpr (std::is_same_v<T, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  else if constexpr (std::is_same_v<T, hipgrad::half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  if constexpr (std::is_same_v<T, float>)
+    return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  else if constexpr (std::is_same_v<T, hipgrad::half>)
+    return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else
+    return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+}  // namespace detail
+
+/// Why TMA cannot copy tiles of `dense` (null when it can): TMA needs the data 16-byte aligned
+/// and a leading dimension that is a multiple of 16 bytes below 2^40 bytes.
+template <typename T, bool kKContiguous>
+const char* tma_operand_blocker(const DenseOperand<T, kKContiguous>& dense) {
+  const auto stride_bytes = static_cast<cuuint64_t>(dense.stride) * sizeof(T);
+  if (reinterpret_cast<std::uintptr_t>(dense.data) % 16 != 0 || stride_bytes % 16 != 0) {
+    return "an operand is not 16-byte aligned for TMA (pointer and leading dimension)";
+  }
+  if (stride_bytes >= (cuuint64_t{1} << 40)) return "a leading dimension of 2^40 bytes or more (TMA's stride limit)";
+  return nullptr;
+}
+
+namespace detail {
+
+/// Everything cuTensorMapEncodeTiled reads for a map of this file: the map is a function of it
+/// alone (no device or context state), so an equal key may reuse an encoded map.
+struct TensorMapKey {
+  const void* data;
+  CUtensorMapDataType type;
+  cuuint64_t sizes[2];
+  cuuint64_t stride_bytes;
+  cuuint32_t box[2];
+  CUtensorMapSwizzle swizzle;
+};
+
+inline bool same_key(const TensorMapKey& x, const TensorMapKey& y) {
+  return x.data == y.data && x.type == y.type && x.sizes[0] == y.sizes[0] && x.sizes[1] == y.sizes[1] &&
+         x.stride_bytes == y.stride_bytes && x.box[0] == y.box[0] && x.box[1] == y.box[1] && x.swizzle == y.swizzle;
+}
+
+struct TensorMapCacheEntry {
+  CUtensorMap map;
+  TensorMapKey key;
+  bool used;
+};
+inline constexpr int kTensorMapCacheEntries = 16;
+
+/// Encodes the map of `key`, or copies the one this host thread encoded last for an equal key.
+/// Per thread (a small ring of the latest maps): no lock on the launch path, and a loop that
+/// launches the same operands again finds them.
+inline CUresult encode_tensor_map(const TensorMapKey& key, CUtensorMap* map) {
+  thread_local TensorMapCacheEntry entries[kTensorMapCacheEntries];  // zero-initialised: unused
+  thread_local int next = 0;
+  for (const TensorMapCacheEntry& e : entries) {
+    if (e.used && same_key(e.key, key)) {
+      *map = e.map;
+      return CUDA_SUCCESS;
+    }
+  }
+  const TensorMapEncoder encode = tensor_map_encoder();
+  if (encode == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const cuuint64_t strides[1] = {key.stride_bytes};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(map, key.type, 2, const_cast<void*>(key.data), key.sizes, strides, key.box, element_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, key.swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r == CUDA_SUCCESS) {
+    entries[next] = TensorMapCacheEntry{*map, key, true};
+    next = (next + 1) % kTensorMapCacheEntries;
+  }
+  return r;
 }
 
 }  // namespace detail
 
 /// Builds the TmaOperand of `dense` whose copies fill one panel of Tile each. Not ok when the
-/// driver has no tensor maps or the operand breaks TMA's rules (the data 16-byte aligned, the
-/// leading dimension a multiple of 16 bytes below 2^40 bytes): callers then use cp.async.
+/// driver has no tensor maps or the operand breaks TMA's rules (tma_operand_blocker).
 template <typename Tile, typename T, bool kKContiguous>
 Status make_tma_operand(TmaOperand<T, kKContiguous>& out, const DenseOperand<T, kKContiguous>& dense) {
   static_assert(Tile::kKContiguous == kKContiguous, "the tile's orientation must be the operand's");
   using L = typename Tile::Layout;
-  const detail::TensorMapEncoder encode = detail::tensor_map_encoder();
-  if (encode == nullptr) return Status::not_supported("the driver has no cuTensorMapEncodeTiled");
-  const auto address = reinterpret_cast<std::uintptr_t>(dense.data);
-  const auto stride_bytes = static_cast<cuuint64_t>(dense.stride) * sizeof(T);
-  if (address % 16 != 0 || stride_bytes % 16 != 0 || stride_bytes >= (cuuint64_t{1} << 40)) {
-    return Status::not_supported("operand not 16-byte aligned for TMA");
-  }
+  if (detail::tensor_map_encoder() == nullptr) return Status::not_supported("the driver has no cuTensorMapEncodeTiled");
+  if (const char* blocker = tma_operand_blocker(dense)) return Status::not_supported(blocker);
   const int inner = kKContiguous ? dense.k_extent : dense.mn_extent;
   const int outer = kKContiguous ? dense.mn_extent : dense.k_extent;
-  const cuuint64_t sizes[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {stride_bytes};  // at least a row: Problem::validate checks ld
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(L::kPanelRowBytes / sizeof(T)), static_cast<cuuint32_t>(Tile::kRows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUtensorMapSwizzle swizzle = L::kPanelRowBytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                                     : L::kPanelRowBytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                     : L::kPanelRowBytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                                               : CU_TENSOR_MAP_SWIZZLE_NONE;
+  detail::TensorMapKey key{};
+  key.data = dense.data;
+  key.type = detail::tensor_map_type<T>();
+  key.sizes[0] = static_cast<cuuint64_t>(inner);
+  key.sizes[1] = static_cast<cuuint64_t>(outer);
+  key.stride_bytes = static_cast<cuuint64_t>(dense.stride) * sizeof(T);  // at least a row: Problem::validate checks ld
+  key.box[0] = static_cast<cuuint32_t>(L::kPanelRowBytes / sizeof(T));
+  key.box[1] = static_cast<cuuint32_t>(Tile::kRows);
+  key.swizzle = L::kPanelRowBytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                : L::kPanelRowBytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                : L::kPanelRowBytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                          : CU_TENSOR_MAP_SWIZZLE_NONE;
   out.dense = dense;
-  const CUresult r = encode(&out.map, detail::tensor_map_type<T>(), 2, const_cast<T*>(dense.data), sizes, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = detail::encode_tensor_map(key, &out.map);
   if (r != CUDA_SUCCESS) return Status::not_supported("cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
   return Status::ok();
 }
 
 #endif  // HIPGRAD_BACKEND_CUDA
+
+/// The TMA form of an operand loader: `type` (with a tensor map, built by make_tma_operand) where
+/// kAvailable. Only dense operands have one, in the CUDA backend; gathered loaders (implicit
+/// im2col) have none and take the cp.async mainloops.
+template <typename Loader>
+struct TmaOperandOf {
+  static constexpr bool kAvailable = false;
+};
+#if defined(HIPGRAD_BACKEND_CUDA)
+template <typename T, bool kKContiguous>
+struct TmaOperandOf<DenseOperand<T, kKContiguous>> {
+  static constexpr bool kAvailable = true;
+  using type = TmaOperand<T, kKContiguous>;
+};
+#endif
 
 #if defined(HIPGRAD_GEMM_WGMMA)
 #define HIPGRAD_GEMM_TMA 1
@@ -148,11 +228,10 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_wait(std::uint64_t* barrier, std::ui
   const std::uint32_t address = shared_address(barrier);
   std::uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
   } while (done == 0);
 }
 
@@ -174,14 +253,15 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void tma_prefetch_map(const CUtensorMap* map) {
 
 /// Copies the Tile-shaped stage of operand `op` at (mn_base, k_base): one box per 128-byte panel.
 template <typename Tile, typename T, bool kKContiguous>
-HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_tile(char* tile, const TmaOperand<T, kKContiguous>& op, int mn_base, int k_base,
-                                                 std::uint64_t* barrier) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_tile(char* tile, const TmaOperand<T, kKContiguous>& op, int mn_base,
+                                                 int k_base, std::uint64_t* barrier) {
   using L = typename Tile::Layout;
   constexpr int kPanels = L::kRowBytes / L::kPanelRowBytes;
   constexpr int kPanelElements = L::kPanelRowBytes / static_cast<int>(sizeof(T));
   const int inner = kKContiguous ? k_base : mn_base, outer = kKContiguous ? mn_base : k_base;
   HIPGRAD_UNROLL
-  for (int p = 0; p < kPanels; ++p) tma_load_box(tile + p * L::kPanelBytes, &op.map, inner + p * kPanelElements, outer, barrier);
+  for (int p = 0; p < kPanels; ++p)
+    tma_load_box(tile + p * L::kPanelBytes, &op.map, inner + p * kPanelElements, outer, barrier);
 }
 
 /// Lowers (dec) or raises (inc) the registers per thread of the calling warpgroup; every thread

@@ -5,9 +5,9 @@
 ///        (and K splits) in turn, so the producer fetches the next tile while the consumers
 ///        store the last.
 ///
-/// Why this shape (measured in docs/perf-notes.md, tile GEMM step 3): in the cp.async mainloop
-/// every thread issues copies and every k tile ends in a block barrier, so the copies' address
-/// registers and the barrier sit in the wgmma warps' loop. Here the copies are one thread's
+/// Why this shape: in the cp.async mainloop every thread issues copies and every k tile ends in
+/// a block barrier, so the copies' address registers and the barrier sit in the wgmma warps'
+/// loop. Here the copies are one thread's
 /// TMA instructions, the consumers meet the producer only at per-stage transaction barriers
 /// (mbarrier), and the consumers get the registers the producer gives up (setmaxnreg).
 ///
@@ -34,14 +34,14 @@ namespace hipgrad::gemm {
 /// two consumer warpgroups. (With three and a producer, 512 threads, ptxas budgets the wgmmas
 /// 128 registers whatever setmaxnreg grants, too few for 64 × 256 fp32 accumulators.)
 template <typename Cfg, typename OperandA, typename OperandB>
-constexpr bool tma_kernel_supported() {
+HIPGRAD_HOST_DEVICE constexpr bool tma_kernel_supported() {
   return WgmmaPlan<Cfg, OperandA, OperandB>::kSupported && Cfg::kWarps <= 8;
 }
 
 /// Threads of a block of the TMA kernel for Config Cfg: Cfg's warps consume, one warpgroup more
 /// produces.
 template <typename Cfg>
-constexpr int tma_kernel_threads() {
+HIPGRAD_HOST_DEVICE constexpr int tma_kernel_threads() {
   return (Cfg::kWarps + 4) * 32;
 }
 /// Dynamic shared memory of the TMA kernel: the stage ring (1024-byte aligned) and two 8-byte
@@ -82,20 +82,19 @@ struct TmaMainloop {
   static constexpr int kConsumerWarps = Cfg::kWarps;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   /// Registers per thread after the hand-over (setmaxnreg): the producer keeps 40, the consumers
-  /// share the rest of the 64 K register file (multiples of 8, at most 232). Measured: without it
-  /// the TF32 consumers (accumulators and B fragments) spill 180 bytes at 384 threads, with it none.
-  /// Only where it moves both sides the right way from the launch budget (65536 / threads, at most
+  /// share the rest of the 64 K register file (multiples of 8, at most 232): without it the TF32
+  /// consumers (accumulators and B fragments) spill at 384 threads, with it they do not. Only
+  /// where it moves both sides the right way from the launch budget (65536 / threads, at most
   /// 255, in multiples of 8): with one consumer warpgroup (256 threads, 248 each) there is nothing
   /// to gain, and an "increase" below the current count is not allowed.
   static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters =
-      (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8 < 232
-          ? (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8
-          : 232;
+  static constexpr int kConsumerRegisters = (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8 < 232
+                                                ? (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8
+                                                : 232;
   static constexpr int kBlockThreads = kConsumerThreads + 128;
   static constexpr int kLaunchRegisters = (65536 / kBlockThreads < 255 ? 65536 / kBlockThreads : 255) / 8 * 8;
   static constexpr bool kHandOverRegisters =
-      kConsumerRegisters > kLaunchRegisters && kProducerRegisters < kLaunchRegisters;
+      kConsumerRegisters > kLaunchRegisters&& kProducerRegisters < kLaunchRegisters;
   /// Register operands (TF32) must stay intact until their wgmmas end: those stages are released
   /// after wait_group 0, shared-memory ones one stage later (wait_group 1).
   static constexpr int kPendingBatches = Plan::kRegisterA ? 0 : 1;
@@ -159,7 +158,8 @@ struct TmaMainloop {
       wgmma_wait<0>();
       Stages::pin(acc);
       if (kPendingBatches == 1 && w.kt_count > 0 && lane == 0) mbarrier_arrive(&ring.empty[previous]);
-      Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane, w.split);
+      Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane,
+                    w.split);
     }
   }
 

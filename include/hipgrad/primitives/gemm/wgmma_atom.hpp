@@ -31,9 +31,10 @@ namespace hipgrad::gemm {
 /// swizzle mode (1: 128-byte, 2: 64-byte, 3: 32-byte). The base-offset field stays 0: every tile
 /// starts on a 1024-byte boundary, so every swizzle pattern starts where the hardware expects.
 HIPGRAD_HOST_DEVICE constexpr std::uint64_t wgmma_descriptor(std::uint32_t start, std::uint32_t leading,
-                                                            std::uint32_t stride, int swizzle_bytes) {
+                                                             std::uint32_t stride, int swizzle_bytes) {
   const std::uint64_t mode = swizzle_bytes == 128 ? 1 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 3 : 0;
-  return (static_cast<std::uint64_t>((start & 0x3FFFF) >> 4)) | (static_cast<std::uint64_t>((leading & 0x3FFFF) >> 4) << 16) |
+  return (static_cast<std::uint64_t>((start & 0x3FFFF) >> 4)) |
+         (static_cast<std::uint64_t>((leading & 0x3FFFF) >> 4) << 16) |
          (static_cast<std::uint64_t>((stride & 0x3FFFF) >> 4) << 32) | (mode << 62);
 }
 
@@ -56,8 +57,10 @@ HIPGRAD_HOST_DEVICE constexpr WgmmaBlock wgmma_block(int mn0, int k0) {
   using L = typename Tile::Layout;
   if constexpr (Tile::kKContiguous) {
     const int k_byte = k0 * Tile::kElementBytes;
-    const int start = (k_byte / L::kPanelRowBytes) * L::kPanelBytes + mn0 * L::kPanelRowBytes + k_byte % L::kPanelRowBytes;
-    return {static_cast<std::uint32_t>(start), 16u, static_cast<std::uint32_t>(8 * L::kPanelRowBytes), L::kPanelRowBytes};
+    const int start =
+        (k_byte / L::kPanelRowBytes) * L::kPanelBytes + mn0 * L::kPanelRowBytes + k_byte % L::kPanelRowBytes;
+    return {static_cast<std::uint32_t>(start), 16u, static_cast<std::uint32_t>(8 * L::kPanelRowBytes),
+            L::kPanelRowBytes};
   } else {
     const int mn_byte = mn0 * Tile::kElementBytes;
     const int start = (mn_byte / L::kPanelRowBytes) * L::kPanelBytes + k0 * L::kPanelRowBytes;
@@ -137,6 +140,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void fence_shared_for_async_proxy() {
 /// Keeps the compiler from moving accesses of `x` across a wgmma fence or wait.
 HIPGRAD_DEVICE HIPGRAD_INLINE void pin_register(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 
+// The instruction wrappers keep their operand lists laid out by hand.
+// clang-format off
 #define HIPGRAD_WGMMA_D32(d) \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
@@ -408,6 +413,7 @@ struct WgmmaRSTf32<256> {
 #undef HIPGRAD_WGMMA_D64
 #undef HIPGRAD_WGMMA_D96
 #undef HIPGRAD_WGMMA_D128
+// clang-format on
 
 #endif  // HIPGRAD_GEMM_WGMMA
 

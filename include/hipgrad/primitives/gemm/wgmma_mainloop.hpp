@@ -81,51 +81,49 @@ struct WgmmaMainloop {
   using Accumulators = float[Plan::kAtoms][Plan::kAccumulators];
 
 #if defined(HIPGRAD_GEMM_WGMMA)
-  HIPGRAD_DEVICE static void load_stage(char* stage, const LoaderA& a, const LoaderB& b, int m_base, int n_base, int kt) {
+  HIPGRAD_DEVICE static void load_stage(char* stage, const LoaderA& a, const LoaderB& b, int m_base, int n_base,
+                                        int kt) {
     copy_tile<TileA, kThreads>(stage, a, m_base, kt * Cfg::kBlockK);
     copy_tile<TileB, kThreads>(stage + TileA::kBytes, b, n_base, kt * Cfg::kBlockK);
   }
 
   HIPGRAD_DEVICE static void zero(Accumulators& acc) {
     HIPGRAD_UNROLL
-    for (int i = 0; i < Plan::kAtoms; ++i)
-      HIPGRAD_UNROLL
-      for (int e = 0; e < Plan::kAccumulators; ++e) acc[i][e] = 0.0f;
+    for (int i = 0; i < Plan::kAtoms; ++i) HIPGRAD_UNROLL
+    for (int e = 0; e < Plan::kAccumulators; ++e) acc[i][e] = 0.0f;
   }
 
   /// Hands a warpgroup's accumulators to the epilogue (the block tile's corner at m_base, n_base).
   HIPGRAD_DEVICE static void store(const Accumulators& acc, const Epilogue& epilogue, int m_base, int n_base, int row0,
                                    int warp_in_group, int lane, int split) {
     HIPGRAD_UNROLL
-    for (int i = 0; i < Plan::kAtoms; ++i)
-      HIPGRAD_UNROLL
-      for (int e = 0; e < Plan::kAccumulators; ++e) {
-        const AccumulatorCoord c = mma_sync_accumulator(lane, e);
-        const int row = row0 + 64 * i + 16 * warp_in_group + c.m;  // along wgmma's M
-        const int m = Plan::kSwap ? c.n : row, n = Plan::kSwap ? row : c.n;
-        epilogue.store(m_base + m, n_base + n, acc[i][e], split);
-      }
+    for (int i = 0; i < Plan::kAtoms; ++i) HIPGRAD_UNROLL
+    for (int e = 0; e < Plan::kAccumulators; ++e) {
+      const AccumulatorCoord c = mma_sync_accumulator(lane, e);
+      const int row = row0 + 64 * i + 16 * warp_in_group + c.m;  // along wgmma's M
+      const int m = Plan::kSwap ? c.n : row, n = Plan::kSwap ? row : c.n;
+      epilogue.store(m_base + m, n_base + n, acc[i][e], split);
+    }
   }
 
   HIPGRAD_DEVICE static void pin(Accumulators& acc) {
     HIPGRAD_UNROLL
-    for (int i = 0; i < Plan::kAtoms; ++i)
-      HIPGRAD_UNROLL
-      for (int e = 0; e < Plan::kAccumulators; ++e) pin_register(acc[i][e]);
+    for (int i = 0; i < Plan::kAtoms; ++i) HIPGRAD_UNROLL
+    for (int e = 0; e < Plan::kAccumulators; ++e) pin_register(acc[i][e]);
   }
 
   /// Issues (and commits) the wgmmas of one stage for warpgroup rows [row0, row0 + kGroupRows).
-  HIPGRAD_DEVICE static void compute_stage(Accumulators& acc, const char* stage, int row0, int warp_in_group, int lane) {
+  HIPGRAD_DEVICE static void compute_stage(Accumulators& acc, const char* stage, int row0, int warp_in_group,
+                                           int lane) {
     const char* tile_x = Plan::kSwap ? stage + TileA::kBytes : stage;
     const char* tile_y = Plan::kSwap ? stage : stage + TileA::kBytes;
     if constexpr (Plan::kRegisterA) {
       std::uint32_t fragments[Cfg::kBlockK / Plan::kKStep][Plan::kAtoms][4];
       HIPGRAD_UNROLL
-      for (int s = 0; s < Cfg::kBlockK / Plan::kKStep; ++s)
-        HIPGRAD_UNROLL
-        for (int i = 0; i < Plan::kAtoms; ++i)
-          load_tf32_fragment<TileX, true>(fragments[s][i], tile_x, row0 + 64 * i + 16 * warp_in_group, s * Plan::kKStep,
-                                          lane);
+      for (int s = 0; s < Cfg::kBlockK / Plan::kKStep; ++s) HIPGRAD_UNROLL
+      for (int i = 0; i < Plan::kAtoms; ++i)
+        load_tf32_fragment<TileX, true>(fragments[s][i], tile_x, row0 + 64 * i + 16 * warp_in_group, s * Plan::kKStep,
+                                        lane);
       pin(acc);
       wgmma_fence();
       HIPGRAD_UNROLL

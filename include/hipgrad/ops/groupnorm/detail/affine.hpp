@@ -16,7 +16,7 @@ namespace hipgrad::groupnorm::detail {
 /// (β − μ·scale), rounds at the magnitude of |μ|·scale and so loses log2(|μ|·rstd) bits of z.
 ///
 /// 16-bit data take the folded form, an instruction per value fewer for the loops bound by their
-/// instruction issue (the 16-bit staged forward + Swish, docs/perf-notes.md step 32). Its loss,
+/// instruction issue (the 16-bit staged forward + Swish). Its loss,
 /// about 2^-23·|μ|·rstd of |z|, stays below the rounding of a 16-bit output (2^-11 of |z| in fp16,
 /// 2^-8 in bf16) while |μ|·rstd < 2^12 (fp16) or 2^15 (bf16); only groups whose σ and √ε both
 /// lie far below |μ|·2^-12 exceed it, by a few ulp.
@@ -30,7 +30,7 @@ inline constexpr bool kCenteredAffine = !is_16bit_float_v<T>;
 /// The folded form, center 0 and shift = β − μ·scale, from scale = γ·rstd, the group's mean and β.
 /// The backward's recomputed pre-activation (Swish only) takes it for every data type: z reaches
 /// dz only through σ and its derivative, whose relative error follows z's, and the centred form
-/// cost the fp32 staged backward + Swish up to 12% (docs/perf-notes.md, step 39).
+/// measured slower in the fp32 staged backward + Swish.
 HIPGRAD_DEVICE HIPGRAD_INLINE Affine folded_affine(float scale, float mean, float beta) {
   return Affine{scale, 0.0f, beta - mean * scale};
 }
@@ -46,15 +46,19 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Affine scaled_folded(const Affine& a, float k) {
 /// The Affine that data of type T evaluate, from scale = γ·rstd, the group's mean and β.
 template <typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE Affine make_affine(float scale, float mean, float beta) {
-  if constexpr (kCenteredAffine<T>) return Affine{scale, mean, beta};
-  else return folded_affine(scale, mean, beta);
+  if constexpr (kCenteredAffine<T>)
+    return Affine{scale, mean, beta};
+  else
+    return folded_affine(scale, mean, beta);
 }
 
 /// z of a value of type T (converted to float) under make_affine<T>'s Affine.
 template <typename T>
 HIPGRAD_DEVICE HIPGRAD_INLINE float affine_z(const Affine& a, float x) {
-  if constexpr (kCenteredAffine<T>) return a.scale * (x - a.center) + a.shift;
-  else return folded_z(a, x);
+  if constexpr (kCenteredAffine<T>)
+    return a.scale * (x - a.center) + a.shift;
+  else
+    return folded_z(a, x);
 }
 
 }  // namespace hipgrad::groupnorm::detail

@@ -17,6 +17,7 @@
 #include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/fast_swish.hpp"
 #include "hipgrad/ops/groupnorm/detail/affine.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
@@ -62,7 +63,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE float activation_gradient(float dy, float x, const
 }
 
 template <Activation kActivation>
-HIPGRAD_DEVICE HIPGRAD_INLINE void accumulate(GradientSums& sums, float dy, float x, const ChannelState& s, float swish_beta) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void accumulate(GradientSums& sums, float dy, float x, const ChannelState& s,
+                                              float swish_beta) {
   const float dz = activation_gradient<kActivation>(dy, x, s, swish_beta);
   sums[0] += dz;
   sums[1] += dz * (x - s.mean);
@@ -72,8 +74,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void accumulate(GradientSums& sums, float dy, floa
 
 template <typename T, typename TParam, int kThreads, int V, bool kPacked, int kPlaneThreads, Activation kActivation>
 __global__ void __launch_bounds__(kThreads)
-    backward_sums_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs, Geometry g,
-                         Index total_tiles, const float* __restrict__ mean, const float* __restrict__ rstd,
+    backward_sums_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
+                         Geometry g, Index total_tiles, const float* __restrict__ mean, const float* __restrict__ rstd,
                          const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
                          GradientSums* __restrict__ partials) {
   allow_dependent_grids();
@@ -92,7 +94,8 @@ __global__ void __launch_bounds__(kThreads)
     for (Index i = t.begin + w.thread * V; i < vector_end; i += kPlaneThreads * V) {
       const Vector<T, V> xv = load_vector<V>(xp + i), dv = load_vector<V>(dyp + i);
       HIPGRAD_UNROLL
-      for (int j = 0; j < V; ++j) accumulate<kActivation>(sums, type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, swish_beta);
+      for (int j = 0; j < V; ++j)
+        accumulate<kActivation>(sums, type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, swish_beta);
     }
     for (Index i = vector_end + w.thread; i < t.end; i += kPlaneThreads)
       accumulate<kActivation>(sums, type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, swish_beta);
@@ -125,7 +128,8 @@ __global__ void __launch_bounds__(kThreads)
     for (Index r = t.begin + t.lane; r < t.end; r += t.map.row_lanes) {
       const Vector<T, V> xv = load_vector<V>(x + offset + r * g.c), dv = load_vector<V>(dy + offset + r * g.c);
       HIPGRAD_UNROLL
-      for (int j = 0; j < V; ++j) accumulate<kActivation>(sums[j], type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], swish_beta);
+      for (int j = 0; j < V; ++j)
+        accumulate<kActivation>(sums[j], type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], swish_beta);
     }
   }
   __shared__ GradientSums lanes[kThreads * V];
@@ -183,8 +187,7 @@ __global__ void __launch_bounds__(kThreads)
 /// of `band_channels` channels) releases flags[blockIdx.x] = `generation` once its channel totals
 /// are written, and a fold block takes row (n, part) of band b once flags[(n·bands + b)·parts +
 /// part] holds it, so that the fold's loads and sums run while the grid's last blocks still write
-/// dx, and no second kernel waits for the grid to end (docs/perf-notes.md, steps 45 and 46). The
-/// flags live in the caller's workspace, never zeroed: `generation` is new for every call
+/// dx, and no second kernel waits for the grid to end. The flags live in the caller's workspace, never zeroed: `generation` is new for every call
 /// (next_totals_generation), so what an earlier call (or the memory's last owner) left there never
 /// reads as this call's. With `flags` null the grid has no fold blocks.
 struct TotalsFlags {
@@ -211,14 +214,12 @@ inline unsigned long long next_totals_generation() {
 /// keeps the totals of its own rows). A fold block takes kGammaBetaChannels adjacent channels at
 /// a time (a warp reads two rows of totals, 128 bytes each) with blockDim.x / kGammaBetaChannels
 /// rows of threads: row r sums i = r, r + rows, … in order, then the rows are added in order, so
-/// the bits depend on the sizes only. One thread per channel walking all N in sequence was a chain
-/// of N round trips: 0.104 → 0.083 ms for the fp16 128×256×28×28 backward. The kernel of its own
-/// (backward_gamma_beta) takes up to kGammaBetaMaxRows rows: blocks of 16 channels and up to 64
-/// rows (twice the blocks, a quarter of the rows per thread) took the fp16 32×320×64×64 staged
-/// backward, whose fold then had N·8 rows, from 0.1173 to 0.1161 ms against 32 channels and 16
-/// rows (docs/perf-notes.md, step 44). Row r taking a run of consecutive rows instead (a staged
-/// cluster's rows are released together) made the in-grid fold's last threads wait for whole runs
-/// at the grid's end: 0.1170 against 0.1127 ms (step 46).
+/// the bits depend on the sizes only. One thread per channel walking all N in sequence would be a
+/// chain of N round trips. The kernel of its own (backward_gamma_beta) takes up to
+/// kGammaBetaMaxRows rows: blocks of 16 channels and up to 64 rows (twice the blocks of 32 × 16, a
+/// quarter of the rows per thread) measured faster on the staged backward's N·cluster rows. Row r
+/// takes every rows-th row, not a run of consecutive ones: a staged cluster's rows are released
+/// together, so runs made the in-grid fold's last threads wait for whole runs at the grid's end.
 inline constexpr int kGammaBetaChannels = 16;
 inline constexpr int kGammaBetaMaxRows = 64;
 inline constexpr int kGammaBetaBatch = 8;
@@ -229,9 +230,8 @@ inline unsigned gamma_beta_threads(Index n) {
 
 /// Waits until the staged blocks of rows i0 + b·rows (b < kGammaBetaBatch, below `count`) of
 /// `band` have released their flags: the batch's flags read together (unordered reads, then one
-/// fence once all are set: a read that acquires holds the reads after it, so that the batch's
-/// flags cost a round trip each; 0.1135 against 0.1127 ms, step 46), then a short sleep while any
-/// is not yet set.
+/// fence once all are set: a read that acquires holds the reads after it, so acquiring reads
+/// would cost the batch a round trip per flag), then a short sleep while any is not yet set.
 HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_rows(const TotalsFlags& ready, Index i0, int rows, Index count, int parts,
                                                  Index bands, Index band) {
   for (;;) {
@@ -253,19 +253,19 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void wait_for_rows(const TotalsFlags& ready, Index
 /// each thread first waits for (wait_for_rows); `row_sums` holds blockDim.x pairs; the caller
 /// orders a later use of them by a barrier.
 template <bool kFlagged, typename TParam>
-HIPGRAD_DEVICE HIPGRAD_INLINE void fold_gamma_beta(Index chunk, const GradientSums* totals, int parts, const Geometry& g,
-                                                   const float* rstd, TParam* dgamma, TParam* dbeta, const TotalsFlags& ready,
-                                                   GradientSums* row_sums) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void fold_gamma_beta(Index chunk, const GradientSums* totals, int parts,
+                                                   const Geometry& g, const float* rstd, TParam* dgamma, TParam* dbeta,
+                                                   const TotalsFlags& ready, GradientSums* row_sums) {
   const int rows = static_cast<int>(blockDim.x) / kGammaBetaChannels;
-  const int lane = static_cast<int>(threadIdx.x) % kGammaBetaChannels, row = static_cast<int>(threadIdx.x) / kGammaBetaChannels;
+  const int lane = static_cast<int>(threadIdx.x) % kGammaBetaChannels,
+            row = static_cast<int>(threadIdx.x) / kGammaBetaChannels;
   const Index c = chunk * kGammaBetaChannels + lane;
   GradientSums sums{{0.0f, 0.0f}};  // (Σ S1, Σ rstd·S2) over this row's samples
   if (c < g.c && row < rows) {
     const Index group = c / g.group_channels;
     const Index bands = kFlagged ? g.c / ready.band_channels : 0, band = kFlagged ? c / ready.band_channels : 0;
     // kGammaBetaBatch rows' loads in flight before their sums, which add in row order: a load per
-    // add made the fold a chain of round trips over the staged backward's N·cluster rows (fp16
-    // 32×320×64×64: 0.1349 against 0.1264 ms; docs/perf-notes.md, step 43).
+    // add made the fold a chain of round trips over the staged backward's N·cluster rows.
     const Index count = g.n * parts;
     for (Index i0 = row; i0 < count; i0 += Index{kGammaBetaBatch} * rows) {
       GradientSums t[kGammaBetaBatch];
@@ -300,7 +300,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void fold_gamma_beta(Index chunk, const GradientSu
 /// The fold as a kernel of its own, a dependent of the grid that wrote `totals`: a block per
 /// kGammaBetaChannels channels (gamma_beta_threads threads).
 template <typename TParam>
-__global__ void __launch_bounds__(kGammaBetaChannels * kGammaBetaMaxRows)
+__global__ void __launch_bounds__(kGammaBetaChannels* kGammaBetaMaxRows)
     backward_gamma_beta(const GradientSums* __restrict__ totals, int parts, Geometry g, const float* __restrict__ rstd,
                         TParam* __restrict__ dgamma, TParam* __restrict__ dbeta) {
   wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
@@ -322,8 +322,9 @@ template <typename T, typename TParam, int kThreads, int V, bool kPacked, int kP
 __global__ void __launch_bounds__(kThreads)
     backward_data_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
                          T* __restrict__ dx, DeviceStrides dxs, Geometry g, Index total_tiles,
-                         const float* __restrict__ mean, const float* __restrict__ rstd, const TParam* __restrict__ gamma,
-                         const TParam* __restrict__ beta, float swish_beta, const DataGradient* __restrict__ coefficients) {
+                         const float* __restrict__ mean, const float* __restrict__ rstd,
+                         const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
+                         const DataGradient* __restrict__ coefficients) {
   wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   const PlaneWalker<kThreads, kPlaneThreads> w(total_tiles, /*reverse=*/true);  // reuse what L2 still holds
   if (!w.valid) return;
@@ -340,11 +341,13 @@ __global__ void __launch_bounds__(kThreads)
       Vector<T, V> out;
       HIPGRAD_UNROLL
       for (int j = 0; j < V; ++j)
-        out[j] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, d, swish_beta));
+        out[j] = type_convert<T>(
+            data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s, d, swish_beta));
       store_vector<V>(dxp + i, out);
     }
     for (Index i = vector_end + w.thread; i < t.end; i += kPlaneThreads)
-      dxp[i] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, d, swish_beta));
+      dxp[i] = type_convert<T>(
+          data_gradient<kActivation>(type_convert<float>(dyp[i]), type_convert<float>(xp[i]), s, d, swish_beta));
   } else {
     for (Index i = t.begin + w.thread; i < t.end; i += kPlaneThreads) {
       const float xv = type_convert<float>(x[g.offset(xs, t.n, t.c, i)]);
@@ -376,7 +379,8 @@ __global__ void __launch_bounds__(kThreads)
     Vector<T, V> out;
     HIPGRAD_UNROLL
     for (int j = 0; j < V; ++j)
-      out[j] = type_convert<T>(data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], d[j], swish_beta));
+      out[j] = type_convert<T>(
+          data_gradient<kActivation>(type_convert<float>(dv[j]), type_convert<float>(xv[j]), s[j], d[j], swish_beta));
     store_vector<V>(dx + offset + r * g.c, out);
   }
 }

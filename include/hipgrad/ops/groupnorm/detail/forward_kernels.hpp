@@ -12,6 +12,7 @@
 #include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/activation.hpp"
+#include "hipgrad/ops/groupnorm/detail/fast_swish.hpp"
 #include "hipgrad/ops/groupnorm/detail/affine.hpp"
 #include "hipgrad/ops/groupnorm/detail/channel_tiles_reduce.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
@@ -81,8 +82,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Vector<T, V> normalise_vector(const Vector<T, V>& 
 /// values sharing one reciprocal: `swish(z)` rewrites a float[R] of one channel in place
 /// (fast_swish_pair, or fast_scaled_swish with `affine` scaled by k). Row i is read from
 /// `rows[i·row_pitch]` and stored to `target + i·row_step`. For loops bound by the
-/// special-function units (the staged forward's writes, docs/perf-notes.md, steps 21, 23 and 32),
-/// not for those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
+/// special-function units (the staged forward's writes), not for those bound by the latency of their loads, whose chains the shared reciprocal lengthens.
 template <int R, int V, typename T, typename SwishOfChannel>
 HIPGRAD_DEVICE HIPGRAD_INLINE void store_swish_rows(const uint4* rows, int row_pitch, const Affine (&affine)[V],
                                                     SwishOfChannel swish, T* target, Index row_step) {
@@ -130,7 +130,8 @@ __global__ void __launch_bounds__(kThreads)
     for (Index s = vector_end + w.thread; s < t.end; s += kPlaneThreads) sums.add(type_convert<float>(plane[s]));
   } else {
     sums.shift = type_convert<float>(x[g.offset(xs, t.n, t.c, t.begin)]);
-    for (Index s = t.begin + w.thread; s < t.end; s += kPlaneThreads) sums.add(type_convert<float>(x[g.offset(xs, t.n, t.c, s)]));
+    for (Index s = t.begin + w.thread; s < t.end; s += kPlaneThreads)
+      sums.add(type_convert<float>(x[g.offset(xs, t.n, t.c, s)]));
   }
   const Array<float, 3> tile = Reduce::reduce(storage, w.walker(), sums.sums, SumOp{});
   if (w.thread == 0) partials[w.tile] = ShiftedSums::moments(sums.shift, tile);
@@ -139,8 +140,8 @@ __global__ void __launch_bounds__(kThreads)
 /// Channels last: one block per (n, column tile, spatial tile); each thread owns V adjacent
 /// channels and walks positions; lanes are merged through shared memory in lane order.
 template <typename T, int kThreads, int V>
-__global__ void __launch_bounds__(kThreads)
-    forward_moments_channels_last(const T* __restrict__ x, DeviceStrides xs, Geometry g, Moments* __restrict__ partials) {
+__global__ void __launch_bounds__(kThreads) forward_moments_channels_last(const T* __restrict__ x, DeviceStrides xs,
+                                                                          Geometry g, Moments* __restrict__ partials) {
   allow_dependent_grids();
   const ColumnTile<kThreads, V> t(g, blockIdx.x);
   const Index position_stride = g.c;  // packed channels-last: positions are C apart
@@ -184,8 +185,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, typename TParam, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     forward_group_statistics(const Moments* __restrict__ partials, Geometry g, float epsilon,
-                             const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float* __restrict__ mean,
-                             float* __restrict__ rstd, Affine* __restrict__ affine) {
+                             const TParam* __restrict__ gamma, const TParam* __restrict__ beta,
+                             float* __restrict__ mean, float* __restrict__ rstd, Affine* __restrict__ affine) {
   wait_for_prior_grids();  // a dependent launch: before any memory access (dependent_launch.hpp)
   allow_dependent_grids();
   const Index n = blockIdx.x / g.groups, group = blockIdx.x % g.groups;

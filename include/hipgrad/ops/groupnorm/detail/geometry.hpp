@@ -18,11 +18,11 @@ struct DeviceStrides {
 /// Sizes and tiling, shared by all kernels of one call.
 struct Geometry {
   Index n = 0, c = 0, groups = 0, group_channels = 0;
-  Index spatial = 0;                          ///< product of the spatial lengths
+  Index spatial = 0;  ///< product of the spatial lengths
   int spatial_rank = 0;
   Index spatial_lengths[3] = {1, 1, 1};
-  Index tile_spatial = 0;                     ///< spatial positions per tile
-  Index tiles_per_sample_channel = 0;         ///< ceil(spatial / tile_spatial)
+  Index tile_spatial = 0;              ///< spatial positions per tile
+  Index tiles_per_sample_channel = 0;  ///< ceil(spatial / tile_spatial)
 
   /// Memory offset of (n, c, s) for a tensor with `strides`; s is the flattened spatial index.
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE Index offset(const DeviceStrides& strides, Index ni, Index ci, Index s) const {

@@ -5,12 +5,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
 #include "hipgrad/core/cluster.hpp"
+#include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/hip_check.hpp"
 #include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
@@ -58,22 +61,14 @@ int choose_vector(Path path, const TensorShape& x, std::initializer_list<const v
   return V;
 }
 
-inline int multiprocessors() {
-  int device = 0, count = 0;
-  if (hipGetDevice(&device) != hipSuccess || hipDeviceGetAttribute(&count, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) {
-    (void)hipGetLastError();
-    return 108;
-  }
-  return count;
-}
-
 /// Spatial positions per tile: about 16 K elements per block, fewer (but never so few that the
 /// per-tile partials grow to a sizeable fraction of the data) when that would leave the GPU with
 /// fewer than ~4 blocks per multiprocessor. Planes tiles are a multiple of `granule` (the widest
 /// vector) whatever vector a call ends up using, so that the tile count, and with it the
 /// workspace size, depends on the layout only. `block_channels` is the channels one
 /// channels-last block covers (ColumnMapping).
-inline Index choose_tile(Path path, const TensorShape& x, int granule, Index block_channels, Index column_tiles) {
+inline Index choose_tile(Path path, const TensorShape& x, int granule, Index block_channels, Index column_tiles,
+                         int multiprocessors) {
   const bool last = path == Path::kChannelsLast;
   const Index spatial = x.spatial_size();
   const Index per_position = last ? block_channels : 1;  // elements per position in one block
@@ -81,7 +76,7 @@ inline Index choose_tile(Path path, const TensorShape& x, int granule, Index blo
   const Index min_tile = last ? 16 : 512;
   Index tile = ceil_div(Index{16384}, per_position);
   tile = tile < min_tile ? min_tile : tile;
-  const Index wanted_blocks = 4 * static_cast<Index>(multiprocessors());
+  const Index wanted_blocks = 4 * static_cast<Index>(multiprocessors);
   while (tile / 2 >= min_tile && blocks_per_tile * ceil_div(spatial, tile) < wanted_blocks) tile /= 2;
   if (!last) tile = round_up(tile, Index{granule});
   return tile;
@@ -90,12 +85,13 @@ inline Index choose_tile(Path path, const TensorShape& x, int granule, Index blo
 /// Everything an op decides before launching: the layout path, the vector width, the tiling
 /// and the number of blocks of its tile-walking launches.
 struct Plan {
+  const DeviceInfo* device;  ///< the GPU it is for (current_device_info())
   Path path;
   int vector;
   int plane_threads;  ///< planes paths: threads per tile (the block, or a warp for small planes)
   Geometry geometry;
-  Index tiles;        ///< planes paths: N·C·tiles per plane
-  Index blocks;       ///< of the tile-walking launches
+  Index tiles;   ///< planes paths: N·C·tiles per plane
+  Index blocks;  ///< of the tile-walking launches
 };
 
 /// Planes up to this many positions are walked by one warp each (8 per block).
@@ -105,10 +101,11 @@ inline constexpr int kSmallPlaneThreads = 32;
 /// The plan for x and the `others` tensors that share its walk, with `pointers` to check for
 /// vector alignment (none: assume aligned, for sizing).
 template <typename T>
-Plan make_plan(const TensorShape& x, Index groups, const TensorShape* others, int count,
+Plan make_plan(const DeviceInfo& device, const TensorShape& x, Index groups, const TensorShape* others, int count,
                std::initializer_list<const void*> pointers) {
   constexpr int kV = kVector16<T>;
   Plan pl;
+  pl.device = &device;
   pl.path = choose_path(x, others, count);
   pl.vector = choose_vector<T>(pl.path, x, pointers);
   // Column tiles depend on the vector width actually used; the tile count must not (see
@@ -117,7 +114,9 @@ Plan make_plan(const TensorShape& x, Index groups, const TensorShape* others, in
   const Index block_channels = static_cast<Index>(widest.columns_per_block) * kV;
   const bool small_planes = pl.path == Path::kPlanesPacked && x.spatial_size() <= kSmallPlane;
   pl.plane_threads = small_planes ? kSmallPlaneThreads : kBlockThreads;
-  const Index tile = small_planes ? x.spatial_size() : choose_tile(pl.path, x, kV, block_channels, widest.column_tiles());
+  const Index tile = small_planes
+                         ? x.spatial_size()
+                         : choose_tile(pl.path, x, kV, block_channels, widest.column_tiles(), device.multiprocessors);
   pl.geometry = make_geometry(x, groups, tile);
   pl.tiles = x.n() * x.c() * pl.geometry.tiles_per_sample_channel;
   if (pl.path == Path::kChannelsLast) {
@@ -156,7 +155,8 @@ Status visit_walk(const Plan& pl, Launch&& launch) {
     case Path::kPlanesPacked: break;
   }
   if (pl.plane_threads == kSmallPlaneThreads) {
-    return wide ? launch(PlanesWalk<kV, true, kSmallPlaneThreads>{}) : launch(PlanesWalk<1, true, kSmallPlaneThreads>{});
+    return wide ? launch(PlanesWalk<kV, true, kSmallPlaneThreads>{})
+                : launch(PlanesWalk<1, true, kSmallPlaneThreads>{});
   }
   return wide ? launch(PlanesWalk<kV, true, kBlockThreads>{}) : launch(PlanesWalk<1, true, kBlockThreads>{});
 }
@@ -179,7 +179,7 @@ struct OneReadShape {
 struct OneReadPlan {
   bool usable = false;
   bool channels_last = false;
-  int bytes = 0;           ///< the OneReadShape to launch
+  int bytes = 0;  ///< the OneReadShape to launch
   OneReadMapping planes;
   OneReadRows rows;
   unsigned threads = 0;
@@ -266,10 +266,10 @@ struct OneReadKernels {
   /// channels per group (and pointers aligned for pairs), whose unit fits one of the Shapes over
   /// a cluster: the fewest blocks per cluster (one where the GPU has no clusters), then the
   /// fewest bytes per thread (the most threads, the fewest registers each), win.
-  /// kAuto takes the plan only where it measured faster than three-pass (docs/perf-notes.md,
-  /// steps 8 and 9): channels last when a band's row segment is at least 64 bytes (narrower
-  /// segments leave most of each 32-byte sector to the neighbouring bands' blocks), and, for the
-  /// forward, planes whose slots are at least 90% used (the forward saves a third of its
+  /// kAuto takes the plan only where it measured faster than three-pass: channels last when a
+  /// band's row segment is at least 64 bytes (narrower segments leave most of each 32-byte sector
+  /// to the neighbouring bands' blocks), and, for the forward, planes whose slots are at least
+  /// nine tenths used (the forward saves a third of its
   /// traffic, not two fifths, and an idle quarter of the block costs more than that).
   static OneReadPlan plan(Algorithm algorithm, bool forward, const Plan& pl, const TensorShape& x, Index groups,
                           std::initializer_list<const void*> pointers) {
@@ -278,8 +278,9 @@ struct OneReadKernels {
     if (algorithm != Algorithm::kAuto || !plan.usable) return plan;
     // Positions a block holds, and how many of them its part of the unit fills.
     const Index span = plan.channels_last ? plan.rows.span : plan.planes.span;
-    const Index capacity = plan.channels_last ? plan.rows.rows_per_step * (plan.bytes / (kChannelVector * static_cast<Index>(sizeof(T))))
-                                              : plan.planes.channel_threads * (plan.bytes / 16);
+    const Index capacity =
+        plan.channels_last ? plan.rows.rows_per_step * (plan.bytes / (kChannelVector * static_cast<Index>(sizeof(T))))
+                           : plan.planes.channel_threads * (plan.bytes / 16);
     const bool well_filled = span * 10 >= capacity * 9;
     if (plan.channels_last) plan.usable = plan.rows.columns * kChannelVector * static_cast<Index>(sizeof(T)) >= 64;
     if (!plan.channels_last && forward) plan.usable = well_filled;
@@ -288,7 +289,8 @@ struct OneReadKernels {
     // three-pass measured as fast or faster.
     if (plan.cluster > 1) {
       const bool measured_faster = plan.channels_last ? forward && plan.rows.band_groups <= 2 : !forward;
-      plan.usable = plan.usable && measured_faster && well_filled && plan.blocks() >= 4 * static_cast<Index>(multiprocessors());
+      plan.usable = plan.usable && measured_faster && well_filled &&
+                    plan.blocks() >= 4 * static_cast<Index>(pl.device->multiprocessors);
     }
     return plan;
   }
@@ -299,23 +301,25 @@ struct OneReadKernels {
     OneReadPlan plan;
     if (algorithm == Algorithm::kThreePass || algorithm == Algorithm::kStaged) return plan;
     const int bytes[] = {Shapes::kBytes...}, max_threads[] = {Shapes::kMaxThreads...};
-    const int most_blocks = cluster_launch_supported() ? kPortableClusterBlocks : 1;
+    const int most_blocks = pl.device->clusters ? kPortableClusterBlocks : 1;
     const bool planes = pl.path == Path::kPlanesPacked && pl.vector == kV;
     if (!planes && pl.path != Path::kChannelsLast) return plan;
     const Index group_channels = x.c() / groups;
     bool aligned = planes || group_channels % kChannelVector == 0;
     for (const void* p : pointers)
-      aligned = aligned && (planes || p == nullptr || reinterpret_cast<std::uintptr_t>(p) % (kChannelVector * sizeof(T)) == 0);
+      aligned = aligned &&
+                (planes || p == nullptr || reinterpret_cast<std::uintptr_t>(p) % (kChannelVector * sizeof(T)) == 0);
     if (!aligned) return plan;
     plan.channels_last = !planes;
     const int band = planes ? 1 : choose_band_groups(groups, group_channels, static_cast<Index>(sizeof(T)));
     const int pair_bytes = kChannelVector * static_cast<int>(sizeof(T));
     // Fewest blocks first: with the fewest bytes first, units spread over eight blocks of small
-    // slots, which measured up to twice as slow (docs/perf-notes.md, step 9).
+    // slots, which measured up to twice as slow.
     for (int cluster = 1; cluster <= most_blocks && !plan.usable; cluster *= 2) {
       for (std::size_t i = 0; i < sizeof...(Shapes) && !plan.usable; ++i) {
-        plan.usable = planes ? fit_planes(plan, x, groups, kV, bytes[i] / 16, max_threads[i], cluster)
-                             : fit_rows(plan, x, groups, band, kChannelVector, bytes[i] / pair_bytes, max_threads[i], cluster);
+        plan.usable =
+            planes ? fit_planes(plan, x, groups, kV, bytes[i] / 16, max_threads[i], cluster)
+                   : fit_rows(plan, x, groups, band, kChannelVector, bytes[i] / pair_bytes, max_threads[i], cluster);
         plan.bytes = bytes[i];
       }
     }
@@ -327,7 +331,7 @@ struct OneReadKernels {
   /// plan.split() (which channels-last kernel: see the kSplit kernels); returns its Status.
   template <typename Launch>
   static Status visit(const OneReadPlan& plan, Launch&& launch) {
-    Status status = Status::runtime_error("no one-read kernel of " + std::to_string(plan.bytes) + " bytes");
+    Status status;
     bool launched = false;
     auto try_shape = [&](auto shape) {
       if (launched || plan.bytes != decltype(shape)::kBytes) return;
@@ -335,7 +339,7 @@ struct OneReadKernels {
       status = plan.split() ? launch(shape, std::true_type{}) : launch(shape, std::false_type{});
     };
     (try_shape(Shapes{}), ...);
-    return status;
+    return launched ? status : Status::runtime_error("no one-read kernel of " + std::to_string(plan.bytes) + " bytes");
   }
 };
 
@@ -351,30 +355,26 @@ inline Status check_algorithm(Algorithm algorithm, const OneReadPlan& plan) {
   return Status::ok();
 }
 
-/// Bump allocation inside the caller's workspace, 256-byte aligned.
-class WorkspaceCarver {
- public:
-  WorkspaceCarver(void* base, std::size_t bytes) : base_(static_cast<unsigned char*>(base)), bytes_(bytes) {}
-  template <typename T>
-  T* take(std::size_t count) {
-    const std::size_t start = (used_ + 255) / 256 * 256;
-    used_ = start + count * sizeof(T);
-    return base_ == nullptr || used_ > bytes_ ? nullptr : reinterpret_cast<T*>(base_ + start);
-  }
-  std::size_t used() const { return used_; }
+/// The key of an op's plans (core/plan_cache.hpp): what the op adds, then its tensors' shapes and
+/// its pointers' residues modulo 16 (all a plan asks of alignment).
+using OpPlanKey = PlanKey<48>;
 
- private:
-  unsigned char* base_;
-  std::size_t bytes_;
-  std::size_t used_ = 0;
-};
+inline void add_shape(OpPlanKey& key, const TensorShape& t) {
+  key.add(t.rank);
+  for (int d = 0; d < t.rank && d < kMaxRank; ++d) key.add(t.lengths[d]).add(t.strides[d]);
+}
 
-inline Status check_workspace(std::size_t needed, const void* workspace, std::size_t bytes) {
-  if (needed > 0 && (workspace == nullptr || bytes < needed)) {
-    return Status::workspace_too_small("needs " + std::to_string(needed) + " bytes, got " + std::to_string(bytes) +
-                                       (workspace == nullptr ? " (null)" : ""));
-  }
-  return Status::ok();
+/// The key of `problem`'s plans on `device`: its groups, algorithm and activation, `shapes`, and
+/// the residues of `pointers` modulo 16 (all that a plan asks of alignment).
+template <typename Problem>
+OpPlanKey plan_key(const DeviceInfo& device, const Problem& problem, std::initializer_list<const TensorShape*> shapes,
+                   std::initializer_list<const void*> pointers) {
+  OpPlanKey key;
+  key.add(device.device).add(problem.groups);
+  key.add(static_cast<Index>(problem.algorithm)).add(static_cast<Index>(problem.activation));
+  for (const TensorShape* shape : shapes) add_shape(key, *shape);
+  for (const void* p : pointers) key.add(static_cast<Index>(reinterpret_cast<std::uintptr_t>(p) % 16));
+  return key;
 }
 
 /// not_supported when a launch of the plan (or the per-group one, `group_blocks`) would need more

@@ -20,6 +20,7 @@
 /// in rank order.
 #pragma once
 
+#include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/ops/groupnorm/detail/one_read_common.hpp"
 
@@ -82,7 +83,7 @@ struct OneReadRowLane {
 /// `m` itself for a kernel built for bands and clusters (kSplit), else `m` with one group per
 /// band and one block per cluster written as constants: the compiler then drops the band and
 /// cluster arithmetic, whose registers a one-group kernel needs for its data (without this the
-/// 64-byte backward spilled 60 bytes and ran 1.2× slower).
+/// 64-byte backward spilled registers and ran slower).
 template <bool kSplit>
 HIPGRAD_DEVICE HIPGRAD_INLINE OneReadRows unsplit_unless(const OneReadRows& m) {
   if constexpr (kSplit) {
@@ -101,7 +102,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE OneReadRows unsplit_unless(const OneReadRows& m) {
 /// warp per column); `rows` holds one entry per thread. Begins and ends with a barrier's worth of
 /// ordering: every thread's earlier reads of `rows` and `out` must be behind a barrier.
 template <typename Value>
-HIPGRAD_DEVICE HIPGRAD_INLINE void column_totals(Value value, const OneReadRows& m, Value* rows, Value* out, int stride) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void column_totals(Value value, const OneReadRows& m, Value* rows, Value* out,
+                                                 int stride) {
   const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
   rows[threadIdx.x] = value;
   block_sync();
@@ -117,7 +119,8 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void column_totals(Value value, const OneReadRows&
 /// deliver(group, Σ values[group · width … (group + 1) · width − 1]) for each group of the band,
 /// from lane 0 of the warp that adds it (a warp per group, a fixed butterfly).
 template <typename Value, typename Deliver>
-HIPGRAD_DEVICE HIPGRAD_INLINE void deliver_group_totals(const Value* values, Index width, int groups, Deliver&& deliver) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void deliver_group_totals(const Value* values, Index width, int groups,
+                                                        Deliver&& deliver) {
   const int warps = static_cast<int>(blockDim.x) / warp_size(), warp = static_cast<int>(threadIdx.x) / warp_size();
   for (int group = warp; group < groups; group += warps) {
     Value acc{};
@@ -167,10 +170,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   Vector<T, Vc> v[kSlots];
   load_slots(x + n * xs.n + c0, lane.slots, v);
 
-  const GroupStatistics st = group_statistics(v, lane.slots, static_cast<float>(g.group_channels * g.spatial), epsilon,
-                                              [&](float partial, int pass) {
-                                                return band_group_sum(partial, lane, m, rows, column_sums, group_slots[pass]);
-                                              });
+  const GroupStatistics st = group_statistics(
+      v, lane.slots, static_cast<float>(g.group_channels * g.spatial), epsilon,
+      [&](float partial, int pass) { return band_group_sum(partial, lane, m, rows, column_sums, group_slots[pass]); });
   if (m.cluster > 1) cluster_arrive();  // the last read of a peer's slots is done
   // The band's groups are units × band_groups + group; a group's first column stores them.
   if (b.rank == 0 && threadIdx.x < m.columns && lane.column % m.group_columns == 0)
@@ -193,10 +195,10 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <typename T, typename TParam, int Vc, int kElements, int kMaxThreads, Activation kActivation, bool kSplit>
 __global__ void __launch_bounds__(kMaxThreads)
     backward_one_read_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x,
-                                    DeviceStrides xs, T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadRows split,
-                                    const float* __restrict__ mean, const float* __restrict__ rstd,
-                                    const TParam* __restrict__ gamma, const TParam* __restrict__ beta,
-                                    float swish_beta, GradientSums* __restrict__ totals) {
+                                    DeviceStrides xs, T* __restrict__ dx, DeviceStrides dxs, Geometry g,
+                                    OneReadRows split, const float* __restrict__ mean, const float* __restrict__ rstd,
+                                    const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
+                                    GradientSums* __restrict__ totals) {
   allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
   constexpr int kSlots = kElements / Vc;
   const OneReadRows m = unsplit_unless<kSplit>(split);
@@ -228,10 +230,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int e = 0; e < Vc; ++e) sums[e] = GradientSums{{0.0f, 0.0f}};
   HIPGRAD_UNROLL
   for (int r = 0; r < kSlots; ++r)
-    if (lane.slots.valid(r))
-      HIPGRAD_UNROLL
-      for (int e = 0; e < Vc; ++e)
-        accumulate<kActivation>(sums[e], type_convert<float>(dv[r][e]), type_convert<float>(xv[r][e]), state(e), swish_beta);
+    if (lane.slots.valid(r)) HIPGRAD_UNROLL
+  for (int e = 0; e < Vc; ++e)
+    accumulate<kActivation>(sums[e], type_convert<float>(dv[r][e]), type_convert<float>(xv[r][e]), state(e),
+                            swish_beta);
   // One group in one block: dx needs only the γ-weighted group sums, which every thread adds up
   // over its own elements; per-channel totals only for dγ/dβ.
   const bool single = m.band_groups == 1 && m.cluster == 1;

@@ -46,7 +46,9 @@ struct OneReadSlots {
     s.step = stride * pitch;
     // At most `most` slots: a 32-bit division (stride ≤ 1024) unless the range is longer.
     const Index span = first < end ? end - first : 0;
-    s.slots = span >= most * stride ? most : (static_cast<int>(span) + static_cast<int>(stride) - 1) / static_cast<int>(stride);
+    s.slots = span >= most * stride
+                  ? most
+                  : (static_cast<int>(span) + static_cast<int>(stride) - 1) / static_cast<int>(stride);
     return s;
   }
 };
@@ -119,19 +121,17 @@ HIPGRAD_DEVICE HIPGRAD_INLINE GroupStatistics group_statistics(const Vector<T, V
   float sum = 0.0f;
   HIPGRAD_UNROLL
   for (int r = 0; r < kSlots; ++r)
-    if (s.valid(r))
-      HIPGRAD_UNROLL
-      for (int e = 0; e < V; ++e) sum += type_convert<float>(v[r][e]);
+    if (s.valid(r)) HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) sum += type_convert<float>(v[r][e]);
   const float mu = reduce(sum, 0) / count;
   float squares = 0.0f;
   HIPGRAD_UNROLL
   for (int r = 0; r < kSlots; ++r)
-    if (s.valid(r))
-      HIPGRAD_UNROLL
-      for (int e = 0; e < V; ++e) {
-        const float d = type_convert<float>(v[r][e]) - mu;
-        squares += d * d;
-      }
+    if (s.valid(r)) HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e) {
+    const float d = type_convert<float>(v[r][e]) - mu;
+    squares += d * d;
+  }
   return GroupStatistics{mu, 1.0f / sqrtf(reduce(squares, 1) / count + epsilon)};
 }
 

@@ -19,6 +19,7 @@
 /// groups take the three-pass path).
 #pragma once
 
+#include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/ops/groupnorm/detail/one_read_common.hpp"
 
 namespace hipgrad::groupnorm::detail {
@@ -36,7 +37,7 @@ struct OneReadMapping {
 struct OneReadLane {
   Index channel;  ///< within the group; ≥ group_channels for the threads that pad the block
   bool active;
-  bool leader;    ///< the channel's first thread
+  bool leader;  ///< the channel's first thread
   OneReadSlots slots;
 
   template <int V>
@@ -84,11 +85,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   Vector<T, V> v[kVectors];
   if (lane.active) load_slots(x + n * xs.n + c * xs.c, lane.slots, v);
 
-  const GroupStatistics st = group_statistics(v, lane.slots, static_cast<float>(g.group_channels * g.spatial), epsilon,
-                                              [&](float partial, int pass) {
-                                                return cluster_all_sum(block_all_sum(partial, scratch[pass]),
-                                                                       &cluster_slots[pass], m.cluster);
-                                              });
+  const GroupStatistics st = group_statistics(
+      v, lane.slots, static_cast<float>(g.group_channels * g.spatial), epsilon, [&](float partial, int pass) {
+        return cluster_all_sum(block_all_sum(partial, scratch[pass]), &cluster_slots[pass], m.cluster);
+      });
   if (m.cluster > 1) cluster_arrive();  // the last read of a peer's slots is done
   if (threadIdx.x == 0 && b.rank == 0) store_statistics(st, b.unit, mean, rstd);
   if (lane.active) {
@@ -128,10 +128,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   GradientSums sums{{0.0f, 0.0f}};
   HIPGRAD_UNROLL
   for (int r = 0; r < kVectors; ++r)
-    if (lane.slots.valid(r))
-      HIPGRAD_UNROLL
-      for (int e = 0; e < V; ++e)
-        accumulate<kActivation>(sums, type_convert<float>(dv[r][e]), type_convert<float>(xv[r][e]), s, swish_beta);
+    if (lane.slots.valid(r)) HIPGRAD_UNROLL
+  for (int e = 0; e < V; ++e)
+    accumulate<kActivation>(sums, type_convert<float>(dv[r][e]), type_convert<float>(xv[r][e]), s, swish_beta);
   GradientSums channel = channel_all_sum(sums, m.channel_threads, scratch[0]);
   if (m.cluster > 1) {
     if (lane.leader) channel_partials[lane.channel] = channel;
@@ -143,13 +142,16 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (leader && b.rank == 0 && totals != nullptr) totals[n * g.c + c] = channel;
 
   if (dx != nullptr) {  // uniform across the cluster
-    const GradientSums weighted = leader ? GradientSums{{s.gamma * channel[0], s.gamma * channel[1]}} : GradientSums{{0.0f, 0.0f}};
+    const GradientSums weighted =
+        leader ? GradientSums{{s.gamma * channel[0], s.gamma * channel[1]}} : GradientSums{{0.0f, 0.0f}};
     const GradientSums ab = block_all_sum(weighted, scratch[1]);
     if (lane.active) {
       const float inverse_count = 1.0f / static_cast<float>(g.group_channels * g.spatial);
-      const DataGradient d{s.rstd * s.gamma, -s.rstd * s.rstd * s.rstd * ab[1] * inverse_count, -s.rstd * ab[0] * inverse_count};
+      const DataGradient d{s.rstd * s.gamma, -s.rstd * s.rstd * s.rstd * ab[1] * inverse_count,
+                           -s.rstd * ab[0] * inverse_count};
       store_slots<V, kVectors>(dx + n * dxs.n + c * dxs.c, lane.slots, [&](int r, int e) {
-        return data_gradient<kActivation>(type_convert<float>(dv[r][e]), type_convert<float>(xv[r][e]), s, d, swish_beta);
+        return data_gradient<kActivation>(type_convert<float>(dv[r][e]), type_convert<float>(xv[r][e]), s, d,
+                                          swish_beta);
       });
     }
   }

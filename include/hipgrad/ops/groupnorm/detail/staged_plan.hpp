@@ -1,22 +1,24 @@
 /// @file staged_plan.hpp
-/// @brief Host-side planning of the staged channels-last kernels (staged_channels_last.hpp):
-///        the band of groups, the cluster, the block size and the shared memory each block takes.
+/// @brief Host-side planning of the staged channels-last kernels (staged_forward.hpp,
+///        staged_backward.hpp): the band of groups, the cluster, the block size and the shared
+///        memory each block takes.
 #pragma once
 
 #include <cstddef>
 #include <iterator>
 #include <string>
 
+#include "hipgrad/core/kernel_attributes.hpp"
 #include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
-#include "hipgrad/ops/groupnorm/detail/staged_channels_last.hpp"
+#include "hipgrad/ops/groupnorm/detail/staged_backward.hpp"
+#include "hipgrad/ops/groupnorm/detail/staged_forward.hpp"
 
 namespace hipgrad::groupnorm::detail {
 
-/// How much a staged block may take, and with how many threads at most, in the order tried, as
-/// measured on the H100 (docs/perf-notes.md, steps 13, 14, 16, 17 and 26): blocks that fit two to
-/// a multiprocessor (half its shared memory each, and few enough threads for the kernel's
-/// registers: see kStaged*PairThreads) ran best. Bands whose columns need more threads than that
-/// take a block per multiprocessor; so does a unit too large for a cluster of such blocks, with up
+/// How much a staged block may take, and with how many threads at most, in the order tried:
+/// blocks that fit two to a multiprocessor (half its shared memory each, and few enough threads
+/// for the kernel's registers: see kStaged*PairThreads) measured fastest. Bands whose columns
+/// need more threads than that take a block per multiprocessor; so does a unit too large for a cluster of such blocks, with up
 /// to the device's limit each (staged_budget).
 struct StagedBudget {
   bool pair;  ///< two blocks per multiprocessor (staged_pair_budget), else staged_budget
@@ -24,24 +26,22 @@ struct StagedBudget {
 };
 inline constexpr StagedBudget kStagedForwardBudgets[] = {
     {true, kStagedForwardPairThreads}, {true, kStagedMaxThreads}, {false, kStagedMaxThreads}};
-inline constexpr StagedBudget kStagedBackwardBudgets[] = {{true, kStagedBackwardPairThreads}, {false, kStagedMaxThreads}};
-/// The backward meeting over groups (kStagedGroupMeeting) takes a multiprocessor per block: fp16
-/// 32×320×64×64 ran 0.117 ms in clusters of 8 such blocks against 0.125 in clusters of 16 blocks
-/// two to a multiprocessor, 16×640×32×32 0.040 against 0.046 (docs/perf-notes.md, step 43).
+inline constexpr StagedBudget kStagedBackwardBudgets[] = {{true, kStagedBackwardPairThreads},
+                                                          {false, kStagedMaxThreads}};
+/// The backward meeting over groups (kStagedGroupMeeting) takes a multiprocessor per block:
+/// clusters of such blocks ran faster than clusters of twice as many blocks two to a
+/// multiprocessor.
 inline constexpr StagedBudget kStagedBackwardGroupBudgets[] = {{false, kStagedMaxThreads}};
 /// The narrowest band row where the unit fits: whole 128-byte lines. The backward's 80-byte bands
-/// wrote half sectors from two clusters; with its meeting over groups, fp16 32×320×64×64 ran
-/// 0.127 ms in 80-byte bands and 0.117 in 160-byte ones (docs/perf-notes.md, steps 38 and 43).
+/// wrote half sectors from two clusters; with its meeting over groups, whole-sector bands ran
+/// faster.
 inline constexpr Index kStagedRowBytes = 128;
-/// Threads come in whole warps of this many lanes (NVIDIA 32, AMD up to 64).
-#if defined(HIPGRAD_BACKEND_CUDA)
-inline constexpr Index kStagedWarpGranule = 32;
-#else
-inline constexpr Index kStagedWarpGranule = 64;
-#endif
+/// Threads come in whole warps of the widest target of the build (NVIDIA 32, AMD up to 64).
+inline constexpr Index kStagedWarpGranule = kWidestWarpOfBuild;
 
 /// The stagger of a staged grid's first wave (StagedStagger): grids of at least this many rounds,
-/// phases this far apart, as measured on the H100 (docs/perf-notes.md, step 40).
+/// phases this far apart. Both were tuned on one GPU: faster memory means shorter block lives,
+/// which may want a shorter step.
 inline constexpr Index kStaggerMinRounds = 4;
 inline constexpr unsigned kStaggerStepNs = 3000;
 
@@ -67,52 +67,24 @@ inline std::string staged_name(const StagedPlan& plan) {
          std::to_string(plan.rows.band_groups) + (plan.stagger.units > 0 ? "_staggered" : "");
 }
 
-/// The most dynamic shared memory a staged block may take on this device: its shared memory per
-/// block, less the kernels' static arrays; 0 if the runtime cannot say.
-inline std::size_t staged_budget() {
-  int device = 0, block_bytes = 0;
-  if (hipGetDevice(&device) != hipSuccess ||
-      hipDeviceGetAttribute(&block_bytes, hipDeviceAttributeMaxSharedMemoryPerBlock, device) != hipSuccess) {
-    (void)hipGetLastError();
-    return 0;
-  }
-  const auto available = static_cast<std::size_t>(block_bytes);
+/// The most dynamic shared memory a staged block may take on `device`: its shared memory per
+/// block, less the kernels' static arrays; 0 if the runtime could not say.
+inline std::size_t staged_budget(const DeviceInfo& device) {
+  const std::size_t available = device.shared_per_block_opt_in;
   return available > kStagedStaticBytes ? available - kStagedStaticBytes : 0;
-}
-
-/// Shared memory the runtime keeps for itself in each block (1 KB on sm_80 and later, none on AMD).
-inline std::size_t reserved_shared_memory_per_block() {
-#if defined(HIPGRAD_BACKEND_CUDA)
-  int device = 0, bytes = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 1024;
-  }
-  return static_cast<std::size_t>(bytes);
-#else
-  return 0;
-#endif
 }
 
 /// The most dynamic shared memory each of two staged blocks may take and still share a
 /// multiprocessor: half of its shared memory, less what the runtime reserves per block and the
-/// kernels' static arrays (115,200 bytes on an H100); 0 if the runtime cannot say.
-inline std::size_t staged_pair_budget() {
-  int device = 0, multiprocessor_bytes = 0;
-  if (hipGetDevice(&device) != hipSuccess ||
-      hipDeviceGetAttribute(&multiprocessor_bytes, hipDeviceAttributeMaxSharedMemoryPerMultiprocessor, device) !=
-          hipSuccess) {
-    (void)hipGetLastError();
-    return 0;
-  }
-  const std::size_t per_block = static_cast<std::size_t>(multiprocessor_bytes) / 2,
-                    taken = reserved_shared_memory_per_block() + kStagedStaticBytes;
+/// kernels' static arrays; 0 if the runtime could not say.
+inline std::size_t staged_pair_budget(const DeviceInfo& device) {
+  const std::size_t per_block = device.shared_per_multiprocessor / 2,
+                    taken = device.reserved_shared_per_block + kStagedStaticBytes;
   return per_block > taken ? per_block - taken : 0;
 }
 
 /// Which staged kernel a plan is for: the forward, or the backward with its cluster meeting over
-/// group totals or over channel totals (kStagedGroupMeeting, staged_channels_last.hpp).
+/// group totals or over channel totals (kStagedGroupMeeting, staged_backward.hpp).
 enum class StagedOp { kForward, kBackwardGroups, kBackwardChannels };
 
 /// The budget tiers `op` tries, in order.
@@ -148,7 +120,8 @@ inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int V, St
   const Index exchanged = op == StagedOp::kBackwardChannels ? channels : Index{c.band_groups};
   const std::size_t exchange = static_cast<std::size_t>(c.cluster * exchanged) * pair;
   const std::size_t totals = group_meeting ? 0 : static_cast<std::size_t>(channels) * pair;
-  const std::size_t parameters = static_cast<std::size_t>(channels) * sizeof(float) * static_cast<std::size_t>(parameter_arrays);
+  const std::size_t parameters =
+      static_cast<std::size_t>(channels) * sizeof(float) * static_cast<std::size_t>(parameter_arrays);
   const std::size_t fixed = staging + exchange + totals + parameters;
   // One pass needs V entries per warp and column (warps · min(columns, warp width) ≤ threads; the
   // widest warp this build targets: a narrower one takes more passes).
@@ -176,7 +149,7 @@ inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int V, St
 /// Rows per step (threads = rows per step × columns, whole warps, at most `most`) that cover
 /// `span` rows in the fewest slots per thread, then with the fewest padding rows; 0 if none. Fewer
 /// slots before less padding: a cluster of 7 with 160 threads instead of 320 (6 padding rows of
-/// 586 instead of 22) ran the forward 7% slower (docs/perf-notes.md, step 17).
+/// 586 instead of 22) ran the forward slower.
 inline Index staged_rows_per_step(Index columns, Index span, Index most) {
   const Index granule = columns / greatest_common_divisor(columns, kStagedWarpGranule) * kStagedWarpGranule;
   Index best = 0, best_slots = 0, best_padding = 0;
@@ -192,13 +165,12 @@ inline Index staged_rows_per_step(Index columns, Index span, Index most) {
 }
 
 /// Lets `kernel` take up to `bytes` of dynamic shared memory and, where the GPU has them, clusters
-/// above kPortableClusterBlocks. Planning and launching ask for the same `bytes` (the staging
-/// budget), so that threads planning and launching at once never lower each other's limit.
+/// above kPortableClusterBlocks (each opt-in made once per process: core/kernel_attributes.hpp).
+/// Planning and launching ask for the same `bytes` (the staging budget).
 template <typename... Params>
-hipError_t staged_opt_in(void (*kernel)(Params...), std::size_t bytes) {
-  hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes));
-  if (e == hipSuccess && cluster_launch_supported()) e = allow_large_clusters(kernel);
+hipError_t staged_opt_in(const DeviceInfo& device, void (*kernel)(Params...), std::size_t bytes) {
+  hipError_t e = opt_in_shared_memory(kernel, bytes);
+  if (e == hipSuccess && device.clusters) e = opt_in_large_clusters(kernel);
   return e;
 }
 
@@ -220,14 +192,14 @@ inline int staged_band(Index groups, Index group_channels, int V, Index element_
 /// band, and in it the cluster size (any up to kLargestClusterBlocks) that runs the units in the
 /// fewest rounds of resident clusters: the smallest that holds them all, or, of those with the
 /// fewest rounds, the largest. The runtime counts the resident clusters: it knows the registers,
-/// the shared memory and how clusters pack into the GPU's processor clusters (8 blocks of 81 KB
-/// pack 30 to an H100, 7 of 97 KB 32: docs/perf-notes.md, step 17). The backward meeting over
+/// the shared memory and how clusters pack into the GPU's processor clusters (clusters do not
+/// straddle them, so larger clusters can leave multiprocessors idle). The backward meeting over
 /// groups takes the fewest rows a multiprocessor streams in turn (rounds × rows per block ×
-/// resident blocks per multiprocessor), then the smaller cluster: fewest rounds alone took fp16
-/// 32×320×64×64 to clusters of 6 (102 multiprocessors in use, 8 rounds: 0.120 ms) over clusters
-/// of 8 (120, 9 rounds: 0.117) (step 43).
+/// resident blocks per multiprocessor), then the smaller cluster: fewest rounds alone picked
+/// clusters that left more multiprocessors idle, slower than one more round of larger clusters.
 template <typename T, typename... Params>
-StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int band, void (*kernel)(Params...)) {
+StagedPlan plan_staged_band(const DeviceInfo& device, const TensorShape& x, Index groups, StagedOp op, int band,
+                            void (*kernel)(Params...)) {
   constexpr int V = kVector16<T>;
   StagedPlan plan;
   const Index group_channels = x.c() / groups;
@@ -238,9 +210,9 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
   m.band_groups = band;
   plan.units = x.n() * (groups / band);
   const bool group_meeting = op == StagedOp::kBackwardGroups;
-  const std::size_t device_budget = staged_budget(), pair_budget = staged_pair_budget();
-  const auto opt_in = [&] { return staged_opt_in(kernel, device_budget); };
-  const int most_blocks = cluster_launch_supported() ? kLargestClusterBlocks : 1;
+  const std::size_t device_budget = staged_budget(device), pair_budget = staged_pair_budget(device);
+  const auto opt_in = [&] { return staged_opt_in(device, kernel, device_budget); };
+  const int most_blocks = device.clusters ? kLargestClusterBlocks : 1;
   const StagedBudgets tiers = staged_budgets(op);
   Index best_rounds = 0, best_at_once = 0, best_cost = 0;
   for (std::size_t t = 0; t < tiers.count && !plan.usable; ++t) {
@@ -264,14 +236,13 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
       bool take;
       if (group_meeting) {
         // Rows each multiprocessor streams in turn: small blocks sit several to a multiprocessor.
-        const Index sms = Index{multiprocessors()} > 0 ? Index{multiprocessors()} : 1;
+        const Index sms = device.multiprocessors > 0 ? Index{device.multiprocessors} : 1;
         cost = rounds * c.span * ceil_div(units_at_once * cluster, sms);
         take = best_cost == 0 || cost < best_cost;  // on a tie, the smaller cluster
       } else {
         // The fewest rounds of resident units; on a tie, where units wait for a turn, the larger
-        // cluster, whose blocks, with fewer rows each, live shorter: clusters of 16 over 10 for
-        // 8×512×128×128 (step 17), of 7 (32 resident) over 6 (39) for the forward of fp16
-        // 32×320×64×64, 128 units in four rounds either way (step 31).
+        // cluster, whose blocks, with fewer rows each, live shorter (e.g. clusters of 7, 32
+        // resident, over 6, 39 resident, where 128 units take four rounds either way).
         take = best_rounds == 0 || rounds < best_rounds || (rounds == best_rounds && rounds > 1);
       }
       if (take) {
@@ -288,9 +259,9 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
     }
   }
   // The first wave staggered (StagedStagger) where its units are clusters, which hold their blocks
-  // in step, and the grid runs enough rounds to pay for the wait. Over the bench list on the H100
-  // (docs/perf-notes.md, step 40) that held from 4 rounds on; with 1 or 2 rounds the wait cost up
-  // to 25%, and units of one block, which drift apart by themselves, lost up to 2%.
+  // in step, and the grid runs enough rounds to pay for the wait. Over the bench list that held
+  // from kStaggerMinRounds on; with one or two rounds the wait was pure loss, and so it was for
+  // units of one block, which drift apart by themselves.
   if (plan.usable && plan.cluster() > 1 && best_rounds >= kStaggerMinRounds)
     plan.stagger = StagedStagger{static_cast<unsigned>(best_at_once), kStaggerStepNs};
   return plan;
@@ -299,7 +270,7 @@ StagedPlan plan_staged_band(const TensorShape& x, Index groups, StagedOp op, int
 /// The staged plan of `op` over x run by `kernel`, or an unusable one: bands of whole 128-byte
 /// lines (kStagedRowBytes), and for the backward meeting over groups, where no cluster holds
 /// them, bands of 64 bytes (8×512×128×128 16-bit: 4 MB units against 2 MB); the backward meeting
-/// over channels keeps bands of 64 bytes, which ran best with it (step 43).
+/// over channels keeps bands of 64 bytes, which ran best with it.
 template <typename T, typename... Params>
 StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x, Index groups, StagedOp op,
                        void (*kernel)(Params...)) {
@@ -312,17 +283,17 @@ StagedPlan plan_staged(Algorithm algorithm, const Plan& pl, const TensorShape& x
   const Index first_row_bytes = op == StagedOp::kBackwardChannels ? narrow : kStagedRowBytes;
   const int band = staged_band(groups, group_channels, V, element_bytes, first_row_bytes);
   if (band == 0) return plan;
-  plan = plan_staged_band<T>(x, groups, op, band, kernel);
+  plan = plan_staged_band<T>(*pl.device, x, groups, op, band, kernel);
   if (!plan.usable && op == StagedOp::kBackwardGroups) {
     const int narrow_band = staged_band(groups, group_channels, V, element_bytes, narrow);
-    if (narrow_band != band) plan = plan_staged_band<T>(x, groups, op, narrow_band, kernel);
+    if (narrow_band != band) plan = plan_staged_band<T>(*pl.device, x, groups, op, narrow_band, kernel);
   }
   // A 1-D grid, with room for the backward's fold blocks (staged_fold_blocks: fewer than the
   // resident blocks).
   plan.usable = plan.usable && plan.blocks() + plan.resident_clusters * plan.cluster() <= 2147483647;
   // kAuto takes it where the grid has a block for every multiprocessor: with fewer, the register
-  // one-read kernels, which spread a unit over more threads, ran faster (step 14).
-  if (algorithm == Algorithm::kAuto && plan.blocks() < Index{multiprocessors()}) plan.usable = false;
+  // one-read kernels, which spread a unit over more threads, ran faster.
+  if (algorithm == Algorithm::kAuto && plan.blocks() < Index{pl.device->multiprocessors}) plan.usable = false;
   return plan;
 }
 
@@ -352,9 +323,9 @@ inline Index staged_fold_blocks(const StagedPlan& plan, Index channels) {
 /// Launches `kernel` (a staged kernel) for `plan` with `extra_blocks` more blocks (whole
 /// clusters) after the staged ones, after opting in to its shared memory.
 template <typename... Params, typename... Args>
-Status launch_staged(void (*kernel)(Params...), const StagedPlan& plan, Index extra_blocks, hipStream_t stream,
-                     Args&&... args) {
-  hipError_t e = staged_opt_in(kernel, staged_budget());
+Status launch_staged(const DeviceInfo& device, void (*kernel)(Params...), const StagedPlan& plan, Index extra_blocks,
+                     hipStream_t stream, Args&&... args) {
+  hipError_t e = staged_opt_in(device, kernel, staged_budget(device));
   if (e == hipSuccess)
     e = launch_clustered_with_shared(kernel, static_cast<unsigned>(plan.blocks() + extra_blocks), plan.threads,
                                      static_cast<unsigned>(plan.cluster()), plan.shared_bytes(), stream,

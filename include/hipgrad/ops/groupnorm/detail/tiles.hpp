@@ -57,7 +57,8 @@ struct PlaneWalker {
 /// Reduction over the threads of one planes tile: the block's, or a logical warp's.
 template <typename State, int kThreads, int kPlaneThreads>
 struct TileReduce {
-  using Impl = std::conditional_t<kPlaneThreads == kThreads, BlockReduce<State, kThreads>, WarpReduce<State, kPlaneThreads>>;
+  using Impl =
+      std::conditional_t<kPlaneThreads == kThreads, BlockReduce<State, kThreads>, WarpReduce<State, kPlaneThreads>>;
   using TempStorage = typename Impl::TempStorage[PlaneWalker<kThreads, kPlaneThreads>::kTilesPerBlock];
 
   /// The reduction, valid in the tile's thread 0. Every thread of a valid walker must call.

@@ -1,0 +1,164 @@
+/// @file test_op_layer.cpp
+/// @brief The plumbing every op shares (core/): workspace carving and its check, the output
+///        overlap check, the plan cache, the per-device information (against the runtime, from
+///        several threads at once) and the once-per-process kernel opt-ins.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "hipgrad/core/device_info.hpp"
+#include "hipgrad/core/kernel_attributes.hpp"
+#include "hipgrad/core/memory_ranges.hpp"
+#include "hipgrad/core/plan_cache.hpp"
+#include "hipgrad/core/workspace.hpp"
+
+namespace {
+
+using hipgrad::StatusCode;
+
+TEST(WorkspaceCarver, AlignsEveryBufferAndCountsWithoutABase) {
+  hipgrad::WorkspaceCarver counting(nullptr, 0);
+  EXPECT_EQ(counting.take<float>(3), nullptr);  // counting only
+  EXPECT_EQ(counting.take<double>(1), nullptr);
+  EXPECT_EQ(counting.used(), 256u + 8u);  // the second buffer starts at the next 256 bytes
+  EXPECT_EQ(counting.check().code(), StatusCode::kWorkspaceTooSmall);
+
+  alignas(256) static unsigned char memory[1024];
+  hipgrad::WorkspaceCarver carver(memory, sizeof(memory));
+  float* a = carver.take<float>(3);
+  double* b = carver.take<double>(1);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(a), memory);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b), memory + 256);
+  EXPECT_TRUE(carver.check().is_ok());
+  EXPECT_EQ(carver.take<unsigned char>(1024), nullptr);  // past the end: null, and check refuses
+  const hipgrad::Status st = carver.check();
+  EXPECT_EQ(st.code(), StatusCode::kWorkspaceTooSmall);
+  EXPECT_NE(st.message().find("needs 1536 bytes, got 1024"), std::string::npos) << st.to_string();
+}
+
+TEST(WorkspaceCheck, NullOrShortIsRefusedOnlyWhenSomethingIsNeeded) {
+  EXPECT_TRUE(hipgrad::check_workspace(0, nullptr, 0).is_ok());
+  EXPECT_EQ(hipgrad::check_workspace(1, nullptr, 100).code(), StatusCode::kWorkspaceTooSmall);
+  int word = 0;
+  EXPECT_EQ(hipgrad::check_workspace(8, &word, 4).code(), StatusCode::kWorkspaceTooSmall);
+  EXPECT_TRUE(hipgrad::check_workspace(4, &word, 4).is_ok());
+}
+
+TEST(OutputsDisjoint, NamesTheFirstOverlap) {
+  static unsigned char memory[64];
+  const hipgrad::MemoryRange outputs[] = {{memory, 16, "y"}, {memory + 16, 8, "mean"}, {nullptr, 8, "rstd"}};
+  const hipgrad::MemoryRange inputs[] = {{memory + 32, 32, "x"}, {memory + 24, 8, "gamma"}};
+  EXPECT_TRUE(hipgrad::check_outputs_disjoint(outputs, inputs).is_ok());  // touching is not overlapping
+
+  const hipgrad::MemoryRange overlapping_input[] = {{memory + 15, 2, "x"}};
+  hipgrad::Status st = hipgrad::check_outputs_disjoint(outputs, overlapping_input);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "y overlaps x");
+
+  const hipgrad::MemoryRange two_outputs[] = {{memory, 16, "dx"}, {memory + 8, 4, "dgamma"}};
+  const hipgrad::MemoryRange none[] = {{nullptr, 0, "unused"}};
+  st = hipgrad::check_outputs_disjoint(two_outputs, none);
+  EXPECT_EQ(st.message(), "dgamma overlaps dx");
+  EXPECT_FALSE(hipgrad::ranges_overlap(memory, 0, memory, 8));  // empty ranges never overlap
+}
+
+TEST(PlanCache, FindsEqualKeysOnlyAndReplacesRoundRobin) {
+  using Key = hipgrad::PlanKey<4>;
+  hipgrad::RecentPlans<Key, int, 2> recent;
+  int made = 0;
+  auto key = [](hipgrad::Index a, hipgrad::Index b) {
+    Key k;
+    k.add(a).add(b);
+    return k;
+  };
+  auto make = [&](int value) {
+    return [&made, value] {
+      ++made;
+      return value;
+    };
+  };
+  EXPECT_EQ(recent.find_or_make(key(1, 2), make(12)), 12);
+  EXPECT_EQ(recent.find_or_make(key(1, 2), make(99)), 12);  // kept
+  EXPECT_EQ(recent.find_or_make(key(2, 1), make(21)), 21);  // order matters
+  EXPECT_EQ(made, 2);
+  EXPECT_EQ(recent.find_or_make(key(3, 3), make(33)), 33);  // replaces (1, 2)
+  EXPECT_EQ(recent.find_or_make(key(1, 2), make(120)), 120);
+  EXPECT_EQ(made, 4);
+  Key shorter;
+  shorter.add(1);
+  EXPECT_EQ(recent.find_or_make(shorter, make(1)), 1);  // a prefix is another key
+  Key overfull;
+  for (int i = 0; i < 5; ++i) overfull.add(i);
+  EXPECT_FALSE(overfull.fits());
+  EXPECT_FALSE(overfull == overfull);  // never kept, so never found: made every time
+  const int before = made;
+  EXPECT_EQ(recent.find_or_make(overfull, make(5)), 5);
+  EXPECT_EQ(recent.find_or_make(overfull, make(5)), 5);
+  EXPECT_EQ(made, before + 2);
+}
+
+TEST(DeviceInfo, MatchesTheRuntimeAndIsOneObjectForEveryThread) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  int device = 0, multiprocessors = 0, block_bytes = 0, sm_bytes = 0, warp = 0;
+  HIPGRAD_ASSERT_HIP(hipGetDevice(&device));
+  HIPGRAD_ASSERT_HIP(hipDeviceGetAttribute(&multiprocessors, hipDeviceAttributeMultiprocessorCount, device));
+  HIPGRAD_ASSERT_HIP(hipDeviceGetAttribute(&block_bytes, hipDeviceAttributeMaxSharedMemoryPerBlock, device));
+  HIPGRAD_ASSERT_HIP(hipDeviceGetAttribute(&sm_bytes, hipDeviceAttributeMaxSharedMemoryPerMultiprocessor, device));
+  HIPGRAD_ASSERT_HIP(hipDeviceGetAttribute(&warp, hipDeviceAttributeWarpSize, device));
+  std::vector<const hipgrad::DeviceInfo*> seen(16, nullptr);
+  std::atomic<int> go{0};
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < seen.size(); ++t) {
+    threads.emplace_back([&, t] {
+      (void)hipSetDevice(device);
+      while (go.load() == 0) {}
+      seen[t] = &hipgrad::current_device_info();
+    });
+  }
+  go.store(1);
+  for (std::thread& t : threads) t.join();
+  const hipgrad::DeviceInfo& info = hipgrad::current_device_info();
+  for (const hipgrad::DeviceInfo* s : seen) EXPECT_EQ(s, &info);
+  EXPECT_TRUE(info.known);
+  EXPECT_EQ(info.device, device);
+  EXPECT_EQ(info.multiprocessors, multiprocessors);
+  EXPECT_EQ(info.shared_per_block_opt_in, static_cast<std::size_t>(block_bytes));
+  EXPECT_EQ(info.shared_per_multiprocessor, static_cast<std::size_t>(sm_bytes));
+  EXPECT_EQ(info.warp_size, warp);
+  EXPECT_LE(info.reserved_shared_per_block, std::size_t{1024});
+}
+
+__global__ void fill_from_shared(int* out, int count) {
+  extern __shared__ int scratch[];
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) scratch[i] = i;
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x))
+    out[i] = scratch[count - 1 - i];
+}
+
+TEST(KernelOptIn, LetsAKernelTakeMoreThan48KAndKeepsTheLargestLimit) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  const hipgrad::DeviceInfo& info = hipgrad::current_device_info();
+  const std::size_t bytes = info.shared_per_block_opt_in - info.reserved_shared_per_block;
+  if (bytes <= 48 * 1024) GTEST_SKIP() << "this GPU gives a block at most " << bytes << " bytes of shared memory";
+  const int count = static_cast<int>(bytes / sizeof(int));
+  int* out = nullptr;
+  HIPGRAD_ASSERT_HIP(hipMalloc(&out, bytes));
+  HIPGRAD_ASSERT_HIP(hipgrad::opt_in_shared_memory(fill_from_shared, bytes));
+  HIPGRAD_ASSERT_HIP(hipgrad::opt_in_shared_memory(fill_from_shared, 1024));  // asks for less: the limit stays
+  fill_from_shared<<<1, 256, bytes>>>(out, count);
+  HIPGRAD_ASSERT_HIP(hipGetLastError());
+  std::vector<int> host(static_cast<std::size_t>(count));
+  HIPGRAD_ASSERT_HIP(hipMemcpy(host.data(), out, bytes, hipMemcpyDeviceToHost));
+  HIPGRAD_ASSERT_HIP(hipFree(out));
+  int wrong = 0;
+  for (int i = 0; i < count; ++i) wrong += host[static_cast<std::size_t>(i)] != count - 1 - i;
+  EXPECT_EQ(wrong, 0);
+}
+
+}  // namespace
