@@ -1,12 +1,16 @@
 /// @file test_op_layer.cpp
 /// @brief The plumbing every op shares (core/): workspace carving and its check, the output
 ///        overlap check, the plan cache, the per-device information (against the runtime, from
-///        several threads at once) and the once-per-process kernel opt-ins.
+///        several threads at once) and the once-per-process kernel opt-ins; and the op contract
+///        (docs/architecture.md), checked on every op's signatures.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -16,6 +20,11 @@
 #include "hipgrad/core/memory_ranges.hpp"
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/workspace.hpp"
+#include "hipgrad/ops/gemm/gemm.hpp"
+#include "hipgrad/ops/groupnorm/backward.hpp"
+#include "hipgrad/ops/groupnorm/backward_data.hpp"
+#include "hipgrad/ops/groupnorm/backward_gamma_beta.hpp"
+#include "hipgrad/ops/groupnorm/forward.hpp"
 
 namespace {
 
@@ -159,6 +168,58 @@ TEST(KernelOptIn, LetsAKernelTakeMoreThan48KAndKeepsTheLargestLimit) {
   int wrong = 0;
   for (int i = 0; i < count; ++i) wrong += host[static_cast<std::size_t>(i)] != count - 1 - i;
   EXPECT_EQ(wrong, 0);
+}
+
+/// Whether Op has the contract's members with the contract's signatures (unevaluated: nothing
+/// is instantiated beyond the declarations).
+template <typename Op, typename P = typename Op::Problem, typename A = typename Op::Args>
+constexpr bool follows_the_op_contract() {
+  using hipgrad::Status;
+  using std::declval;
+  using std::is_same_v;
+  return is_same_v<decltype(Op::can_implement(declval<const P&>(), declval<const A&>())), Status> &&
+         is_same_v<decltype(Op::workspace_size(declval<const P&>())), std::size_t> &&
+         is_same_v<decltype(Op::run(declval<const P&>(), declval<const A&>(), declval<void*>(), std::size_t{},
+                                    declval<hipStream_t>())),
+                   Status> &&
+         is_same_v<decltype(Op::name(declval<const P&>())), std::string> &&
+         is_same_v<decltype(Op::name(declval<const P&>(), declval<const A&>())), std::string> &&
+         is_same_v<decltype(declval<const P&>().validate()), Status> && std::is_enum_v<decltype(P{}.algorithm)> &&
+         std::is_default_constructible_v<A>;
+}
+
+namespace gn = hipgrad::groupnorm;
+namespace hg = hipgrad::gemm;
+static_assert(follows_the_op_contract<gn::Forward<hipgrad::half, float>>());
+static_assert(follows_the_op_contract<gn::Backward<hipgrad::bfloat16>>());
+static_assert(follows_the_op_contract<gn::BackwardData<float>>());
+static_assert(follows_the_op_contract<gn::BackwardGammaBeta<hipgrad::half>>());
+static_assert(follows_the_op_contract<hg::Gemm<hipgrad::half>>());
+static_assert(follows_the_op_contract<hg::Gemm<float>>());
+static_assert(std::is_same_v<gn::Forward<float>::Problem, gn::ForwardProblem> &&
+              std::is_same_v<gn::BackwardData<float>::Problem, gn::BackwardProblem> &&
+              std::is_same_v<hg::Gemm<float>::Problem, hg::Problem>);
+
+/// The default Problem is no problem: every op refuses it with invalid_argument and a reason,
+/// before it asks anything of a GPU (so this holds on a machine without one), and sizes no
+/// workspace for it.
+TEST(OpContract, EveryOpRefusesTheDefaultProblemWithAReason) {
+  auto expect_refused = [](const hipgrad::Status& s, std::size_t workspace) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_FALSE(s.message().empty());
+    EXPECT_EQ(workspace, 0u);
+  };
+  using Fwd = gn::Forward<hipgrad::half, float>;
+  using Bwd = gn::Backward<hipgrad::half, float>;
+  using Data = gn::BackwardData<hipgrad::half, float>;
+  using GammaBeta = gn::BackwardGammaBeta<hipgrad::half, float>;
+  using Gemm = hg::Gemm<hipgrad::half>;
+  expect_refused(Fwd::can_implement(Fwd::Problem{}, Fwd::Args{}), Fwd::workspace_size(Fwd::Problem{}));
+  expect_refused(Bwd::can_implement(Bwd::Problem{}, Bwd::Args{}), Bwd::workspace_size(Bwd::Problem{}));
+  expect_refused(Data::can_implement(Data::Problem{}, Data::Args{}), Data::workspace_size(Data::Problem{}));
+  expect_refused(GammaBeta::can_implement(GammaBeta::Problem{}, GammaBeta::Args{}),
+                 GammaBeta::workspace_size(GammaBeta::Problem{}));
+  expect_refused(Gemm::can_implement(Gemm::Problem{}, Gemm::Args{}), Gemm::workspace_size(Gemm::Problem{}));
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 ///   the predecessor has completed and its writes are visible, and, since no block of it completes
 ///   before the predecessor has, work enqueued after it on the stream still runs after both.
 /// - The first kernel of an op is launched plainly, so that it starts after everything enqueued
-///   before the op. (Launched as a dependent it would cost the host less, but small kernels ran
-///   longer on the GPU: docs/perf.md, host cost.)
+///   before the op. (Launched as a dependent it would cost the host less, but small kernels then
+///   ran longer on the GPU.)
 /// A predecessor calls allow_dependent_grids() (the kernels here do so as they start): its
 /// dependent is then placed once every block of it has started or exited, not once it completes.
 #pragma once
