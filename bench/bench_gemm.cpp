@@ -60,8 +60,8 @@ Status make_buffers(Index m, Index n, Index k, Buffers<T>* buffers) {
 /// One line for configuration Cfg; a forced algorithm that this device cannot run is reported on
 /// stderr and skipped.
 template <typename T, typename Cfg>
-Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o,
-               hg::Algorithm algorithm = hg::Algorithm::kAuto) {
+Status measure_config(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o,
+                      hg::Algorithm algorithm) {
   using Op = hg::Gemm<T, Cfg>;
   hg::Problem p = hg::Problem::packed(size, size, size);
   p.allow_tf32 = tf32;
@@ -91,6 +91,21 @@ Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, co
       .add("tflops", p.flops() / (ms * 1e-3) / 1e12)
       .print();
   return Status::ok();
+}
+
+/// measure_config, for configurations that fit this build's targets (others are skipped, noted
+/// on stderr: they cannot be instantiated there).
+template <typename T, typename Cfg>
+Status measure(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o,
+               hg::Algorithm algorithm = hg::Algorithm::kAuto) {
+  if constexpr (!hg::fits_build_targets<Cfg, T>()) {
+    std::fprintf(stderr, "bench_gemm: skipped %s %s: more shared memory than this build's targets have\n", dtype,
+                 Cfg::name().c_str());
+    (void)size, (void)tf32, (void)buffers, (void)o, (void)algorithm;
+    return Status::ok();
+  } else {
+    return measure_config<T, Cfg>(dtype, size, tf32, buffers, o, algorithm);
+  }
 }
 
 /// Candidate configurations of the matrix path for 16-bit data (the first is the default): on

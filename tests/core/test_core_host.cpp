@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "hipgrad/core/array.hpp"
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
 
@@ -138,3 +141,54 @@ TEST(Array, ElementwiseSumAndMax) {
 }
 
 }  // namespace
+
+namespace {
+
+/// FastDivmod(d) against / and % for `n`; returns whether both agree (and reports the first miss).
+bool fast_divmod_agrees(std::uint32_t d, std::uint32_t n) {
+  const hipgrad::FastDivmod f(d);
+  std::uint32_t q = 0, r = 0;
+  f.divmod(n, &q, &r);
+  const bool ok = q == n / d && r == n % d && f.divide(n) == n / d;
+  EXPECT_TRUE(ok) << n << " / " << d << ": got " << q << " rem " << r << ", expected " << n / d << " rem " << n % d;
+  return ok;
+}
+
+}  // namespace
+
+TEST(FastDivmod, MatchesDivisionForEdgeAndRandomOperands) {
+  constexpr std::uint32_t kMax = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> divisors;
+  for (std::uint32_t d = 1; d <= 2048; ++d) divisors.push_back(d);
+  for (int b = 11; b < 32; ++b) {
+    const std::uint32_t p = std::uint32_t{1} << b;
+    divisors.insert(divisors.end(), {p - 1, p, p + 1, p + p / 2 + 1});
+  }
+  divisors.insert(divisors.end(), {641, 6700417, 2147483647u, 2147483648u, 4294967291u, kMax - 1, kMax});
+  std::mt19937 rng(42);
+  for (int i = 0; i < 2000; ++i) divisors.push_back(std::max<std::uint32_t>(1, static_cast<std::uint32_t>(rng())));
+  int misses = 0;
+  for (std::uint32_t d : divisors) {
+    std::vector<std::uint32_t> dividends = {0, 1, 2, d - 1, d, kMax, kMax - 1, kMax - d, 2147483647u, 2147483648u};
+    // Around the largest multiples of d, where a multiplier off by one first shows.
+    const std::uint32_t top = kMax / d;
+    for (std::uint32_t k : {top, top - 1, top / 2, top / 3 + 1})
+      if (k > 0) {
+        const std::uint64_t m = std::uint64_t{k} * d;
+        for (std::int64_t delta = -1; delta <= 1; ++delta) {
+          const std::int64_t n = static_cast<std::int64_t>(m) + delta;
+          if (n >= 0 && n <= kMax) dividends.push_back(static_cast<std::uint32_t>(n));
+        }
+      }
+    for (int i = 0; i < 64; ++i) dividends.push_back(static_cast<std::uint32_t>(rng()));
+    for (std::uint32_t n : dividends) {
+      if (!fast_divmod_agrees(d, n) && ++misses > 10) FAIL() << "more than 10 misses";
+    }
+  }
+  for (std::uint32_t n = 0; n < 100000; ++n) {  // every small dividend by small divisors
+    for (std::uint32_t d : {3u, 7u, 10u, 12u, 25u, 1000u})
+      if (!fast_divmod_agrees(d, n) && ++misses > 10) FAIL() << "more than 10 misses";
+  }
+  EXPECT_EQ(misses, 0);
+  EXPECT_EQ(hipgrad::FastDivmod(0).divisor(), 1u);  // 0 is taken as 1, never a division by zero
+}

@@ -60,4 +60,14 @@ inline constexpr int kWidestWarpOfBuild = 32;
 #else
 inline constexpr int kWidestWarpOfBuild = 64;
 #endif
+
+/// The most shared memory one block may take on the targets this build compiles for: NVIDIA
+/// sm_80/sm_90 227 KB (with the kernel's opt-in), AMD gfx90a/gfx94x 64 KB of LDS. A tile
+/// configuration that needs more is not selectable in the build (the GEMM launcher asserts it);
+/// the device's own limit (DeviceInfo) is checked again when a call plans.
+#if defined(HIPGRAD_BACKEND_CUDA)
+inline constexpr int kSharedBytesOfBuildTargets = 227 * 1024;
+#else
+inline constexpr int kSharedBytesOfBuildTargets = 64 * 1024;
+#endif
 }  // namespace hipgrad

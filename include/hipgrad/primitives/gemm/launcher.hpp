@@ -130,6 +130,8 @@ template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
 class TileGemmLauncher {
   using T = typename LoaderA::Element;
   static_assert(std::is_same_v<T, typename LoaderB::Element>, "A and B must share a type");
+  static_assert(fits_build_targets<Cfg, T>(),
+                "this tile configuration needs more shared memory than a target of this build has (AMD: 64 KB of LDS)");
 
  public:
   /// The path (forced, or the first of TMA, matrix, SIMT that runs), the split and the grid.

@@ -71,11 +71,31 @@ struct DefaultConfig {
 /// (e.g. implicit im2col): three warpgroups, 192 × 256 × 32 in 7 stages (fp16/bf16) or
 /// 256 × 192 × 16 in 8 stages (TF32). Every thread copies there, so the blocks are as large as
 /// 168 registers allow, to need fewer operand bytes per FLOP.
+/// AMD has no wgmma: there it is the default configuration, which fits the 64 KB of LDS.
 template <typename T>
-using CpAsyncWgmmaConfigFor =
-    std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
+struct CpAsyncWgmmaConfig {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  using type = std::conditional_t<sizeof(T) == 2, Config<192, 256, 32, 3, 4, 7>, Config<256, 192, 16, 4, 3, 8>>;
+#else
+  using type = typename DefaultConfig<T>::type;
+#endif
+};
+template <typename T>
+using CpAsyncWgmmaConfigFor = typename CpAsyncWgmmaConfig<T>::type;
 template <typename T>
 using DefaultConfigFor = typename DefaultConfig<T>::type;
+
+/// Whether Config Cfg's pipeline for elements of T fits the shared memory of every target of
+/// this build (kSharedBytesOfBuildTargets).
+template <typename Cfg, typename T>
+constexpr bool fits_build_targets() {
+  return Cfg::template shared_bytes<T>() <= kSharedBytesOfBuildTargets;
+}
+static_assert(fits_build_targets<DefaultConfigFor<hipgrad::half>, hipgrad::half>() &&
+                  fits_build_targets<DefaultConfigFor<float>, float>() &&
+                  fits_build_targets<CpAsyncWgmmaConfigFor<hipgrad::half>, hipgrad::half>() &&
+                  fits_build_targets<CpAsyncWgmmaConfigFor<float>, float>(),
+              "the configurations the library selects fit every target of the build");
 
 /// Settings of the SIMT mainloop (fixed): 128 × 128 × 8 tiles, 256 threads of 8 × 8 results.
 struct SimtConfig {
