@@ -9,6 +9,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "hipgrad/core/hip_runtime.hpp"
 
@@ -77,6 +80,7 @@ inline const DeviceInfo& current_device_info() {
   if (device < detail::kDeviceInfoSlots) {
     if (const DeviceInfo* kept = slots[device].load(std::memory_order_acquire)) return *kept;
   }
+  // First call on this device (or one beyond the table): ask the runtime.
   auto* info = new DeviceInfo{};
   if (!detail::query_device_info(device, info)) {
     (void)hipGetLastError();
@@ -84,11 +88,17 @@ inline const DeviceInfo& current_device_info() {
     return unknown;
   }
   if (device >= detail::kDeviceInfoSlots) {
-    // Beyond the table (not seen on real systems): kept per thread, asked once per thread.
-    thread_local DeviceInfo beyond;
-    beyond = *info;
-    delete info;
-    return beyond;
+    // Beyond the table (not seen on real systems): asked on every call and kept in a locked map,
+    // so that the reference stays valid for the plans that hold it, as the table's do.
+    static std::mutex mutex;
+    static std::map<int, std::unique_ptr<const DeviceInfo>> beyond;
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto& kept = beyond[device];
+    if (!kept)
+      kept.reset(info);
+    else
+      delete info;
+    return *kept;
   }
   // Threads that race on the first call each ask; the first to publish wins, the others'
   // identical answers are dropped. Published entries live until the process ends.
