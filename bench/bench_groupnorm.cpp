@@ -3,7 +3,7 @@
 ///        dtypes and layouts; one JSON line per configuration (see bench_harness.hpp).
 ///
 ///   bench_groupnorm [--ops=fwd,fwd_swish,bwd,bwd_swish] [--dtypes=fp16,bf16,fp32]
-///                   [--layouts=nchw,nhwc] [--shapes=all|acceptance] [--repeats=20]
+///                   [--layouts=nchw,nhwc] [--shapes=all|acceptance|small] [--repeats=20]
 ///                   [--algorithm=auto|one_read|three_pass|staged]
 ///   bench_groupnorm --host-overhead [--calls=1000]
 ///
@@ -44,6 +44,9 @@ struct Shape {
 std::vector<Shape> shapes(const std::string& set) {
   std::vector<Shape> acceptance = {{{32, 320, 64, 64}, 32}};
   if (set == "acceptance") return acceptance;
+  // Launch-bound problems, whose kernels take a few microseconds.
+  if (set == "small")
+    return {{{2, 64, 8, 8}, 32}, {{2, 1280, 16, 16}, 32}, {{2, 320, 32, 32}, 32}, {{4, 512, 16, 16}, 32}};
   return {{{32, 320, 64, 64}, 32}, {{16, 640, 32, 32}, 32},  {{8, 512, 128, 128}, 32}, {{1, 2048, 16, 16}, 64},
           {{128, 256, 28, 28}, 8}, {{1, 128, 512, 512}, 32}, {{2, 64, 16, 64, 64}, 32}};
 }

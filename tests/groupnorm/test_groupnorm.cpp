@@ -572,17 +572,19 @@ void check_backward_repeatable(const std::vector<Index>& lengths, Index groups, 
   }
 }
 
-/// The staged backward's fold blocks take each row of totals once its block releases a flag in
-/// the workspace (detail::TotalsFlags), and no one zeroes the flags: a call on a workspace that
-/// still holds another call's totals and flags must wait for its own. B on a poisoned workspace,
-/// then A (another dy), then B again on what A left: B's bits both times. The grid runs several
-/// rounds, so that the fold runs beside its last blocks and would read A's rows had it taken A's
-/// flags.
+/// A backward grid's fold blocks (staged, or one-read where the GPU holds the grid at once) take
+/// each row of totals once its block releases a flag in the workspace (detail::TotalsFlags), and
+/// no one zeroes the flags: a call on a workspace that still holds another call's totals and
+/// flags must wait for its own. B on a poisoned workspace, then A (another dy), then B again on
+/// what A left: B's bits both times. The fold runs beside the grid's last blocks and would read
+/// A's rows had it taken A's flags.
 template <typename T, typename TP>
-void check_fold_waits_for_its_own_totals(const std::vector<Index>& lengths, Index groups) {
-  SCOPED_TRACE(hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups));
-  gn::BackwardProblem p = gn::BackwardProblem::packed(lengths, groups, /*channels_last=*/true);
-  p.algorithm = gn::Algorithm::kStaged;
+void check_fold_waits_for_its_own_totals(const std::vector<Index>& lengths, Index groups,
+                                         gn::Algorithm algorithm = gn::Algorithm::kStaged, bool channels_last = true) {
+  SCOPED_TRACE(hipgrad::lengths_to_string(lengths) + " G" + std::to_string(groups) +
+               (channels_last ? " channels last" : " planes"));
+  gn::BackwardProblem p = gn::BackwardProblem::packed(lengths, groups, channels_last);
+  p.algorithm = algorithm;
   using Op = gn::Backward<T, TP>;
   const Index channels = lengths[1];
   const std::vector<Index> strides(p.x.strides.begin(), p.x.strides.begin() + p.x.rank);
@@ -601,7 +603,7 @@ void check_fold_waits_for_its_own_totals(const std::vector<Index>& lengths, Inde
   };
   ASSERT_TRUE(d.workspace.fill_bytes(0x5a).is_ok());
   const Status st = run(d.dy.data());
-  ASSERT_TRUE(st.is_ok()) << Op::name(p) << ": " << st.to_string();  // a shape chosen for the staged fold
+  ASSERT_TRUE(st.is_ok()) << Op::name(p) << ": " << st.to_string();  // a shape chosen for an in-grid fold
   EXPECT_NE(Op::name(p).find("_fold"), std::string::npos) << Op::name(p);
   Tensor<T> first_dx(lengths, strides), dx_again(lengths, strides);
   Tensor<TP> first_dgamma({channels}), first_dbeta({channels}), dgamma_again({channels}), dbeta_again({channels});
@@ -626,6 +628,19 @@ TYPED_TEST(GroupNormTest, StagedFoldWaitsForItsOwnTotals) {
   using TP = typename TypeParam::Param;
   check_fold_waits_for_its_own_totals<T, TP>({16, 320, 32, 48}, 32);  // 10-channel groups in bands, clusters
   check_fold_waits_for_its_own_totals<T, TP>({24, 64, 24, 24}, 4);    // a band of one group
+}
+
+// Small one-read backward grids, which the GPU holds at once, fold dγ/dβ in blocks of their own
+// (detail::one_read_fold_blocks): planes, planes over a cluster, channels last in bands.
+TYPED_TEST(GroupNormTest, OneReadFoldWaitsForItsOwnTotals) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Data;
+  using TP = typename TypeParam::Param;
+  constexpr gn::Algorithm kOneRead = gn::Algorithm::kOneRead;
+  check_fold_waits_for_its_own_totals<T, TP>({2, 64, 8, 8}, 32, kOneRead, /*channels_last=*/false);
+  check_fold_waits_for_its_own_totals<T, TP>({1, 40, 96, 96}, 5, kOneRead, /*channels_last=*/false);
+  check_fold_waits_for_its_own_totals<T, TP>({2, 256, 8, 8}, 32, kOneRead, /*channels_last=*/true);
+  check_fold_waits_for_its_own_totals<T, TP>({2, 64, 8, 8}, 32, kOneRead, /*channels_last=*/true);
 }
 
 TYPED_TEST(GroupNormTest, BackwardIsBitwiseRepeatable) {
@@ -878,7 +893,7 @@ TYPED_TEST(GroupNormTest, StagedWhereItApplies) {
 }
 
 // The staged backward meeting over groups folds dγ/dβ in blocks of its own grid
-// (detail::staged_fold): a block per 16 channels, but at most one cluster fewer than the GPU holds
+// (detail::fold_in_grid): a block per 16 channels, but at most one cluster fewer than the GPU holds
 // at once, so where the channels outnumber them each fold block takes several chunks in turn, as
 // with 8192 channels in clusters of one block (the plan read from the op's name: "_fold<blocks>").
 TYPED_TEST(GroupNormTest, StagedFoldBlocksTakeSeveralChunks) {

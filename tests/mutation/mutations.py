@@ -255,12 +255,13 @@ MUTATIONS = [
         targets=GROUPNORM,
         filter={"test_groupnorm": GN_BACKWARD},
     ),
-    # The same fold in the staged grid's own fold blocks (staged_fold, kFlagged): the staged
-    # backward without activation with dγ/dβ (kStaged in BackwardMatchesReference,
-    # StagedFoldBlocksTakeSeveralChunks); its rows are N·cluster.
+    # The same fold in a grid's own fold blocks (fold_in_grid, kFlagged): the staged backward
+    # without activation with dγ/dβ (kStaged in BackwardMatchesReference,
+    # StagedFoldBlocksTakeSeveralChunks), whose rows are N·cluster, and the one-read backward of
+    # a grid the GPU holds at once.
     dict(
-        id="gn_dgamma_dbeta_half_rows_staged_fold",
-        bug="GroupNorm staged in-grid fold: dgamma/dbeta summed over the first half of the rows of totals only",
+        id="gn_dgamma_dbeta_half_rows_in_grid_fold",
+        bug="GroupNorm in-grid fold: dgamma/dbeta summed over the first half of the rows of totals only",
         file="include/hipgrad/ops/groupnorm/detail/backward_kernels.hpp",
         old="const Index count = g.n * parts;",
         new="const Index count = kFlagged ? (g.n * parts + 1) / 2 : g.n * parts;",

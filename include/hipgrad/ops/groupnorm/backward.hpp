@@ -86,7 +86,7 @@ class Backward {
     return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
            detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
            (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) +
-           fold_name(s.staged, p) + "_" + activation_name(p.activation);
+           fold_name(s, p, a.dgamma != nullptr || a.dx == nullptr) + "_" + activation_name(p.activation);
   }
 
  private:
@@ -169,7 +169,7 @@ class Backward {
     detail::GradientSums* partials;
     detail::GradientSums* totals;
     detail::DataGradient* coefficients;
-    unsigned long long* ready;  ///< the staged blocks' flags (detail::TotalsFlags)
+    unsigned long long* ready;  ///< the data blocks' flags for an in-grid fold (detail::TotalsFlags)
   };
 
   /// Bytes of x and of dy per thread, and the block sizes their registers allow
@@ -178,7 +178,37 @@ class Backward {
                                          detail::OneReadShape<64, 1024>, detail::OneReadShape<128, 640>>;
 
   static detail::OneReadPlan one_read_plan(const detail::Plan& pl, const BackwardProblem& p, const Args& a) {
-    return OneRead::plan(p.algorithm, /*forward=*/false, pl, p.x, p.groups, {a.x, a.dy, a.dx});
+    detail::OneReadPlan plan = OneRead::plan(p.algorithm, /*forward=*/false, pl, p.x, p.groups, {a.x, a.dy, a.dx});
+    if (!plan.usable) return plan;
+    int resident = 0;
+    const auto count = [&](auto kernel, const auto&) {
+      resident = remembered_resident_clusters(kernel, plan.threads, static_cast<unsigned>(plan.cluster), 0,
+                                              [] { return hipSuccess; });  // static shared memory, portable clusters
+      return hipSuccess;
+    };
+    (void)(p.activation == Activation::kSwish ? with_one_read_kernel<Activation::kSwish, true>(plan, count)
+                                              : with_one_read_kernel<Activation::kIdentity, true>(plan, count));
+    plan.fold_blocks = detail::one_read_fold_blocks(plan, resident, p.x.c());
+    return plan;
+  }
+
+  /// Calls f(kernel, mapping) with the one-read backward kernel of `plan` (with fold blocks or
+  /// without) and its mapping (rows of a channels-last unit or planes); returns its hipError_t as
+  /// a Status.
+  template <Activation kAct, bool kFold, typename F>
+  static Status with_one_read_kernel(const detail::OneReadPlan& plan, F&& f) {
+    return OneRead::visit(plan, [&](auto shape, auto split) {
+      using S = decltype(shape);
+      constexpr int kVc = detail::kOneReadChannelVector;
+      const hipError_t e =
+          plan.channels_last
+              ? f(detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T), S::kMaxThreads, kAct,
+                                                          decltype(split)::value, kFold>,
+                  plan.rows)
+              : f(detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct, kFold>,
+                  plan.planes);
+      return status_from_hip(e, "launch of backward_one_read", __FILE__, __LINE__);
+    });
   }
 
   static auto staged_kernel(const BackwardProblem& p) {
@@ -199,9 +229,13 @@ class Backward {
     return staged.usable && staged_op(p) == detail::StagedOp::kBackwardGroups;
   }
 
-  /// "_fold<blocks>" where the staged grid folds dγ/dβ in blocks of its own (run_staged), else "".
-  static std::string fold_name(const detail::StagedPlan& staged, const BackwardProblem& p) {
-    const Index blocks = staged_group_meeting(staged, p) ? detail::staged_fold_blocks(staged, p.x.c()) : 0;
+  /// "_fold<blocks>" where the grid folds dγ/dβ in blocks of its own (run_staged, run_one_read),
+  /// else "".
+  static std::string fold_name(const Plans& s, const BackwardProblem& p, bool dgamma) {
+    const Index blocks = !dgamma ? 0
+                         : s.staged.usable
+                             ? (staged_group_meeting(s.staged, p) ? detail::staged_fold_blocks(s.staged, p.x.c()) : 0)
+                             : s.one_read.fold_blocks;
     return blocks > 0 ? "_fold" + std::to_string(blocks) : "";
   }
 
@@ -216,7 +250,7 @@ class Backward {
 
   /// dx and the per-(n, c) totals in one read of x and dy through shared memory, and dγ/dβ: by
   /// fold blocks in the same grid where it meets over groups and the GPU has room for them
-  /// (detail::staged_fold), else by a kernel after it.
+  /// (detail::fold_in_grid), else by a kernel after it.
   static Status run_staged(const detail::StagedPlan& plan, const Plan& pl, const BackwardProblem& p, const Args& a,
                            const Buffers& b, hipStream_t stream) {
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
@@ -236,29 +270,32 @@ class Backward {
                : Status::ok();
   }
 
-  /// dx and the per-(n, c) totals in one read of x and dy, then dγ/dβ from the totals.
+  /// dx and the per-(n, c) totals in one read of x and dy, and dγ/dβ from the totals: by fold
+  /// blocks in the same grid where the GPU holds it all at once (detail::one_read_fold_blocks),
+  /// else by a kernel after it.
   template <Activation kAct>
   static Status run_one_read(const detail::OneReadPlan& plan, const Plan& pl, const BackwardProblem& p, const Args& a,
                              const Buffers& b, hipStream_t stream) {
-    const auto blocks = static_cast<unsigned>(plan.blocks()), cluster = static_cast<unsigned>(plan.cluster);
     const detail::DeviceStrides xs = detail::device_strides(p.x), dys = detail::device_strides(p.dy),
                                 dxs = detail::device_strides(p.dx);
     detail::GradientSums* totals = a.dgamma ? b.totals : nullptr;
-    HIPGRAD_RETURN_IF_ERROR(OneRead::visit(plan, [&](auto shape, auto split) {
-      using S = decltype(shape);
-      constexpr int kVc = detail::kOneReadChannelVector;
-      const hipError_t launched =
-          plan.channels_last
-              ? launch_clustered(detail::backward_one_read_channels_last<T, TParam, kVc, S::kBytes / sizeof(T),
-                                                                         S::kMaxThreads, kAct, decltype(split)::value>,
-                                 blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
-                                 plan.rows, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals)
-              : launch_clustered(detail::backward_one_read_planes<T, TParam, kV, S::kBytes / 16, S::kMaxThreads, kAct>,
-                                 blocks, plan.threads, cluster, stream, a.dy, dys, a.x, xs, a.dx, dxs, pl.geometry,
-                                 plan.planes, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta, totals);
-      return status_from_hip(launched, "launch of backward_one_read", __FILE__, __LINE__);
-    }));
-    return a.dgamma ? launch_gamma_beta(pl.geometry, a, b.totals, 1, stream) : Status::ok();
+    const Index fold_blocks = a.dgamma ? plan.fold_blocks : 0;
+    detail::TotalsFlags ready;
+    if (fold_blocks > 0)
+      ready = detail::TotalsFlags{
+          b.ready, detail::next_totals_generation(),
+          plan.channels_last ? plan.rows.band_groups * pl.geometry.group_channels : pl.geometry.group_channels,
+          plan.blocks()};
+    const auto blocks = static_cast<unsigned>(plan.blocks() + fold_blocks);
+    const auto launch = [&](auto kernel, const auto& mapping) {
+      return launch_clustered(kernel, blocks, plan.threads, static_cast<unsigned>(plan.cluster), stream, a.dy, dys, a.x,
+                              xs, a.dx, dxs, pl.geometry, mapping, a.mean, a.rstd, a.gamma, a.beta, p.swish_beta,
+                              totals, ready, a.dgamma, a.dbeta);
+    };
+    const Status launched = fold_blocks > 0 ? with_one_read_kernel<kAct, true>(plan, launch)
+                                            : with_one_read_kernel<kAct, false>(plan, launch);
+    HIPGRAD_RETURN_IF_ERROR(launched);
+    return a.dgamma && fold_blocks == 0 ? launch_gamma_beta(pl.geometry, a, b.totals, 1, stream) : Status::ok();
   }
 
   /// dγ/dβ from `totals`, [N][parts][C] (backward_gamma_beta), once the grid before it has
@@ -279,8 +316,11 @@ class Backward {
     b.partials = carver.take<detail::GradientSums>(static_cast<std::size_t>(pl.tiles));
     b.totals = carver.take<detail::GradientSums>(nc * totals_parts(staged, p));
     b.coefficients = carver.take<detail::DataGradient>(nc);
-    b.ready = carver.take<unsigned long long>(
-        staged_group_meeting(staged, p) ? static_cast<std::size_t>(staged.blocks()) : 0);
+    // The staged blocks' flags, or the one-read units' (at most one per group).
+    const std::size_t units = static_cast<std::size_t>(p.x.n() * p.groups);
+    const std::size_t staged_blocks =
+        staged_group_meeting(staged, p) ? static_cast<std::size_t>(staged.blocks()) : std::size_t{0};
+    b.ready = carver.take<unsigned long long>(staged_blocks > units ? staged_blocks : units);
     return b;
   }
 

@@ -182,19 +182,20 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[n * g.c + c0 + i] = DataGradient{rs * type_convert<float>(gamma[c0 + i]), q, r};
 }
 
-/// How the staged backward's grid folds dγ/dβ itself (backward_staged_channels_last): its blocks
-/// past the staged ones run the fold. Each staged block (blocks are (unit, rank), units (n, band)
-/// of `band_channels` channels) releases flags[blockIdx.x] = `generation` once its channel totals
-/// are written, and a fold block takes row (n, part) of band b once flags[(n·bands + b)·parts +
-/// part] holds it, so that the fold's loads and sums run while the grid's last blocks still write
-/// dx, and no second kernel waits for the grid to end. The flags live in the caller's workspace, never zeroed: `generation` is new for every call
-/// (next_totals_generation), so what an earlier call (or the memory's last owner) left there never
-/// reads as this call's. With `flags` null the grid has no fold blocks.
+/// How a backward grid folds dγ/dβ itself (the staged and one-read backward kernels): its blocks
+/// past the data blocks run the fold (fold_in_grid). Each data block that keeps totals (blocks
+/// are (unit, rank), units (n, band) of `band_channels` channels; with `parts` rows of totals per
+/// sample, one per rank, else one per unit) releases its flag = `generation` once they are
+/// written, and a fold block takes row (n, part) of band b once flags[(n·bands + b)·parts + part]
+/// holds it, so that the fold's loads and sums run while the grid's last blocks still write
+/// dx, and no second kernel waits for the grid to end. The flags live in the caller's workspace,
+/// never zeroed: `generation` is new for every call (next_totals_generation), so what an earlier
+/// call (or the memory's last owner) left there never reads as this call's. With `flags` null the grid has no fold blocks.
 struct TotalsFlags {
   unsigned long long* flags = nullptr;
   unsigned long long generation = 0;
   Index band_channels = 0;
-  Index staged_blocks = 0;  ///< blocks [0, staged_blocks) are staged, the rest fold
+  Index data_blocks = 0;  ///< blocks [0, data_blocks) are the kernel's own, the rest fold
 };
 
 /// A tag no earlier call of this process used: odd (never a zeroed word), from a random start
@@ -228,7 +229,7 @@ inline unsigned gamma_beta_threads(Index n) {
   return static_cast<unsigned>(kGammaBetaChannels * (n < kGammaBetaMaxRows ? n : kGammaBetaMaxRows));
 }
 
-/// Waits until the staged blocks of rows i0 + b·rows (b < kGammaBetaBatch, below `count`) of
+/// Waits until the data blocks of rows i0 + b·rows (b < kGammaBetaBatch, below `count`) of
 /// `band` have released their flags: the batch's flags read together (unordered reads, then one
 /// fence once all are set: a read that acquires holds the reads after it, so acquiring reads
 /// would cost the batch a round trip per flag), then a short sleep while any is not yet set.
@@ -294,6 +295,24 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void fold_gamma_beta(Index chunk, const GradientSu
     for (int r = 1; r < rows; ++r) sums = sums + row_sums[r * kGammaBetaChannels + lane];
     dgamma[c] = type_convert<TParam>(sums[1]);
     dbeta[c] = type_convert<TParam>(sums[0]);
+  }
+}
+
+/// The fold blocks of a backward grid (blocks [ready.data_blocks, gridDim.x)): dγ/dβ from the
+/// data blocks' rows of totals ([N][parts][C]), each row read once its block has released its
+/// flag (TotalsFlags), kGammaBetaChannels channels at a time. They come after every data block in
+/// the grid and the plan leaves room for the data blocks beside them (staged_fold_blocks,
+/// one_read_fold_blocks), so that fold blocks waiting for flags never hold back the blocks that
+/// release them.
+template <typename TParam>
+HIPGRAD_DEVICE HIPGRAD_INLINE void fold_in_grid(const GradientSums* totals, int parts, const Geometry& g,
+                                                const float* rstd, TParam* dgamma, TParam* dbeta,
+                                                const TotalsFlags& ready, GradientSums* row_sums) {
+  const Index chunks = (g.c + kGammaBetaChannels - 1) / kGammaBetaChannels;
+  const Index fold_blocks = static_cast<Index>(gridDim.x) - ready.data_blocks;
+  for (Index chunk = static_cast<Index>(blockIdx.x) - ready.data_blocks; chunk < chunks; chunk += fold_blocks) {
+    fold_gamma_beta<true>(chunk, totals, parts, g, rstd, dgamma, dbeta, ready, row_sums);
+    block_sync();  // row 0 has read `row_sums`
   }
 }
 

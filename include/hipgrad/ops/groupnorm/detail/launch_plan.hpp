@@ -185,11 +185,25 @@ struct OneReadPlan {
   unsigned threads = 0;
   Index units = 0;
   int cluster = 1;
+  Index fold_blocks = 0;  ///< the backward's in-grid fold of dγ/dβ (one_read_fold_blocks), or 0
 
   Index blocks() const { return units * cluster; }
   /// Channels last: whether a unit is more than one group in one block (the kSplit kernels).
   bool split() const { return cluster > 1 || rows.band_groups > 1; }
 };
+
+/// Blocks a one-read backward adds to its grid to fold dγ/dβ (fold_in_grid) over `channels`:
+/// whole clusters, a block per kGammaBetaChannels channels, where the GPU holds the whole grid at
+/// once (`resident_clusters` of the kernel), so that no data block can wait for room behind fold
+/// blocks waiting for it. Such grids are small problems, where a second launch for the fold costs
+/// the host as much as the first. 0 otherwise, and then a kernel of its own folds: where fold
+/// blocks would have to take several chunks each (their chunks run one after another), and for
+/// the 128-byte shape, whose kernel with fold blocks spills the most (docs/perf-notes.md).
+inline Index one_read_fold_blocks(const OneReadPlan& plan, int resident_clusters, Index channels) {
+  const Index clusters = ceil_div(ceil_div(channels, Index{kGammaBetaChannels}), Index{plan.cluster});
+  const bool fits = plan.units + clusters <= resident_clusters;
+  return plan.usable && fits && plan.bytes < 128 ? clusters * plan.cluster : 0;
+}
 
 /// "_one_read_b<bytes>_t<threads>[_k<cluster>][_band<groups>]" for op names, "" when not usable.
 inline std::string one_read_name(const OneReadPlan& plan) {

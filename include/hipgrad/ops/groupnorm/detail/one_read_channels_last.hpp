@@ -192,20 +192,31 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 /// Fused backward: per-channel (Σdz, Σdz·(x − μ)) over the unit (kept in `totals` for dγ/dβ when
 /// given), each group's γ-weighted sums from them, then dx (when given) from the registers.
-template <typename T, typename TParam, int Vc, int kElements, int kMaxThreads, Activation kActivation, bool kSplit>
+/// kFold: the grid's blocks past ready.data_blocks fold dγ/dβ (fold_in_grid); otherwise a kernel
+/// after it does. kFold is a kernel of its own, so that the kernels without it keep every
+/// register for the data.
+template <typename T, typename TParam, int Vc, int kElements, int kMaxThreads, Activation kActivation, bool kSplit,
+          bool kFold>
 __global__ void __launch_bounds__(kMaxThreads)
     backward_one_read_channels_last(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x,
                                     DeviceStrides xs, T* __restrict__ dx, DeviceStrides dxs, Geometry g,
                                     OneReadRows split, const float* __restrict__ mean, const float* __restrict__ rstd,
                                     const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
-                                    GradientSums* __restrict__ totals) {
-  allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
+                                    GradientSums* __restrict__ totals, TotalsFlags ready, TParam* __restrict__ dgamma,
+                                    TParam* __restrict__ dbeta) {
+  allow_dependent_grids();  // backward_gamma_beta, where it follows, may be placed as this grid drains
   constexpr int kSlots = kElements / Vc;
   const OneReadRows m = unsplit_unless<kSplit>(split);
   __shared__ GradientSums rows[kMaxThreads];
   __shared__ GradientSums channel_partials[kOneReadMaxBandChannels];  // a cluster's blocks swap these
   __shared__ GradientSums weighted[kOneReadMaxBandChannels];
   __shared__ GradientSums group_sums[kOneReadMaxBandGroups];  // ≥ kOneReadMaxWarps
+  if constexpr (kFold) {
+    if (static_cast<Index>(blockIdx.x) >= ready.data_blocks) {
+      fold_in_grid(totals, 1, g, rstd, dgamma, dbeta, ready, rows);  // a pair per thread
+      return;
+    }
+  }
   const OneReadBlock b = OneReadBlock::of(m.cluster);
   const Index bands = g.groups / m.band_groups, n = b.unit / bands;
   const Index c0 = (b.unit % bands) * m.band_groups * g.group_channels;
@@ -252,6 +263,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     if (m.cluster > 1) cluster_arrive();  // the last read of a peer's partials is done
   }
+  if constexpr (kFold) release_unit_totals(ready, b);
 
   if (dx != nullptr) {  // uniform across the cluster
     GradientSums ab;

@@ -108,6 +108,14 @@ HIPGRAD_DEVICE HIPGRAD_INLINE Value cluster_all_sum(Value value, Value* slot, in
   return cluster_sum_at(slot, 0, cluster);
 }
 
+/// A backward data block (rank 0 of its unit's cluster keeps the unit's channel totals) has
+/// written its totals: releases the unit's flag for the grid's fold blocks (TotalsFlags, one row
+/// of totals per unit). Every thread calls it.
+HIPGRAD_DEVICE HIPGRAD_INLINE void release_unit_totals(const TotalsFlags& ready, const OneReadBlock& b) {
+  block_sync();  // every thread's totals written, before thread 0 publishes them at GPU scope
+  if (threadIdx.x == 0 && b.rank == 0) release_flag(ready.flags + b.unit, ready.generation);
+}
+
 struct GroupStatistics {
   float mean, rstd;
 };

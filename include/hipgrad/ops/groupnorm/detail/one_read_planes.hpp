@@ -102,17 +102,26 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 /// Fused backward: per-channel (Σdz, Σdz·(x − μ)) from the registers, over the cluster (kept in
 /// `totals` for dγ/dβ when given), the group's DataGradient from their γ-weighted sums, then dx
-/// (when given) from the registers again.
-template <typename T, typename TParam, int V, int kVectors, int kMaxThreads, Activation kActivation>
+/// (when given) from the registers again. kFold: the grid's blocks past ready.data_blocks fold
+/// dγ/dβ (fold_in_grid); otherwise a kernel after it does. kFold is a kernel of its own, so that
+/// the kernels without it keep every register for the data.
+template <typename T, typename TParam, int V, int kVectors, int kMaxThreads, Activation kActivation, bool kFold>
 __global__ void __launch_bounds__(kMaxThreads)
     backward_one_read_planes(const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs,
                              T* __restrict__ dx, DeviceStrides dxs, Geometry g, OneReadMapping m,
                              const float* __restrict__ mean, const float* __restrict__ rstd,
                              const TParam* __restrict__ gamma, const TParam* __restrict__ beta, float swish_beta,
-                             GradientSums* __restrict__ totals) {
-  allow_dependent_grids();  // backward_gamma_beta may be placed as this grid drains
+                             GradientSums* __restrict__ totals, TotalsFlags ready, TParam* __restrict__ dgamma,
+                             TParam* __restrict__ dbeta) {
+  allow_dependent_grids();  // backward_gamma_beta, where it follows, may be placed as this grid drains
   __shared__ GradientSums scratch[2][kOneReadMaxWarps];
   __shared__ GradientSums channel_partials[kMaxThreads];  // a cluster's blocks swap these
+  if constexpr (kFold) {
+    if (static_cast<Index>(blockIdx.x) >= ready.data_blocks) {
+      fold_in_grid(totals, 1, g, rstd, dgamma, dbeta, ready, channel_partials);  // a pair per thread
+      return;
+    }
+  }
   const OneReadBlock b = OneReadBlock::of(m.cluster);
   const Index n = b.unit / g.groups;
   const OneReadLane lane = OneReadLane::of<V>(m, b.rank, g, kVectors);
@@ -140,6 +149,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   const bool leader = lane.leader;
   if (leader && b.rank == 0 && totals != nullptr) totals[n * g.c + c] = channel;
+  if constexpr (kFold) release_unit_totals(ready, b);
 
   if (dx != nullptr) {  // uniform across the cluster
     const GradientSums weighted =

@@ -18,27 +18,10 @@ namespace hipgrad::groupnorm::detail {
 template <Activation kActivation>
 inline constexpr bool kStagedGroupMeeting = kActivation == Activation::kIdentity;
 
-/// The fold blocks of a staged backward's grid (blocks [ready.staged_blocks, gridDim.x)): dγ/dβ
-/// from the staged blocks' rows of totals ([N][cluster][C]), each row read once its block has
-/// released its flag (TotalsFlags), kGammaBetaChannels channels at a time. They come after every
-/// staged block in the grid and are fewer clusters than the GPU holds at once (the plan sees to
-/// it), so staged clusters always find room beside fold blocks that wait for them.
-template <typename TParam>
-HIPGRAD_DEVICE HIPGRAD_INLINE void staged_fold(const GradientSums* totals, int parts, const Geometry& g,
-                                               const float* rstd, TParam* dgamma, TParam* dbeta,
-                                               const TotalsFlags& ready, GradientSums* row_sums) {
-  const Index chunks = (g.c + kGammaBetaChannels - 1) / kGammaBetaChannels;
-  const Index fold_blocks = static_cast<Index>(gridDim.x) - ready.staged_blocks;
-  for (Index chunk = static_cast<Index>(blockIdx.x) - ready.staged_blocks; chunk < chunks; chunk += fold_blocks) {
-    fold_gamma_beta<true>(chunk, totals, parts, g, rstd, dgamma, dbeta, ready, row_sums);
-    block_sync();  // row 0 has read `row_sums`
-  }
-}
-
 /// Fused backward: per-channel (Σdz, Σdz·(x − μ)) (kept in `totals` for dγ/dβ when given: see
 /// kStagedGroupMeeting), each group's γ-weighted sums over the unit, then dx (when given) from
 /// shared memory. Meeting over groups with dγ/dβ wanted (`ready` has flags), the grid's blocks
-/// past ready.staged_blocks fold dγ/dβ (staged_fold); otherwise a kernel after it does.
+/// past ready.data_blocks fold dγ/dβ (fold_in_grid); otherwise a kernel after it does.
 template <typename T, typename TParam, Activation kActivation>
 __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS backward_staged_channels_last(
     const T* __restrict__ dy, DeviceStrides dys, const T* __restrict__ x, DeviceStrides xs, T* __restrict__ dx,
@@ -50,10 +33,10 @@ __global__ void HIPGRAD_STAGED_BACKWARD_BOUNDS backward_staged_channels_last(
   constexpr int V = kVector16<T>;
   extern __shared__ uint4 staged[];
   if constexpr (kStagedGroupMeeting<kActivation>) {
-    if (ready.flags != nullptr && static_cast<Index>(blockIdx.x) >= ready.staged_blocks) {
+    if (ready.flags != nullptr && static_cast<Index>(blockIdx.x) >= ready.data_blocks) {
       // The scratch holds a pair per thread (staged_layout).
-      staged_fold(totals, m.cluster, g, rstd, dgamma, dbeta, ready,
-                  staged_region<GradientSums>(staged, layout.scratch_at));
+      fold_in_grid(totals, m.cluster, g, rstd, dgamma, dbeta, ready,
+                   staged_region<GradientSums>(staged, layout.scratch_at));
       return;
     }
   }

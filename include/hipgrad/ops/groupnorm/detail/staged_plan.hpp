@@ -108,7 +108,7 @@ inline StagedBudgets staged_budgets(StagedOp op) {
 /// warps' partials of all V elements need, up to kStagedMaxThreads entries and what the budget
 /// leaves, but at least one entry per thread; for the meeting over groups it must hold all of them
 /// and two group halves (cluster_group_sums), and a pair per thread for the fold blocks'
-/// row sums (staged_fold).
+/// row sums (fold_in_grid).
 inline StagedLayout staged_layout(const OneReadRows& c, Index threads, int V, StagedOp op, std::size_t budget) {
   constexpr std::size_t pair = sizeof(GradientSums);
   static_assert(sizeof(GradientSums) == 2 * sizeof(float), "the exchange, scratch and totals hold pairs of floats");
@@ -309,7 +309,7 @@ inline Status check_staged(Algorithm algorithm, const StagedPlan& plan) {
   return Status::ok();
 }
 
-/// Blocks the staged backward meeting over groups adds to its grid to fold dγ/dβ (staged_fold) over
+/// Blocks the staged backward meeting over groups adds to its grid to fold dγ/dβ (fold_in_grid) over
 /// `channels`: whole clusters, a block per kGammaBetaChannels channels, but fewer clusters than
 /// the GPU holds at once, so that a staged cluster always finds room while fold blocks wait for
 /// its flags; 0 where the GPU holds a single cluster (then a kernel of its own folds).
