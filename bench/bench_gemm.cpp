@@ -115,6 +115,8 @@ Status measure_16bit(const char* dtype, Index size, const Options& o) {
   Buffers<T> b;
   HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
   HIPGRAD_RETURN_IF_ERROR((measure<T, hg::DefaultConfigFor<T>>(dtype, size, false, b, o)));
+  // The same matrices read through the operand loaders by the gather kernel (a convolution's path).
+  HIPGRAD_RETURN_IF_ERROR((measure<T, hg::DefaultConfigFor<T>>(dtype, size, false, b, o, hg::Algorithm::kGather)));
   if (!o.all_configs) return Status::ok();
   HIPGRAD_RETURN_IF_ERROR((measure<T, hg::Config<256, 128, 64, 4, 2, 4>>(dtype, size, false, b, o)));
   return measure<T, hg::CpAsyncWgmmaConfigFor<T>>(dtype, size, false, b, o, hg::Algorithm::kMatrix);
@@ -125,7 +127,10 @@ Status measure_fp32(Index size, bool tf32, const Options& o) {
   HIPGRAD_RETURN_IF_ERROR(make_buffers(size, size, size, &b));
   const char* dtype = tf32 ? "tf32" : "fp32";
   HIPGRAD_RETURN_IF_ERROR((measure<float, hg::DefaultConfigFor<float>>(dtype, size, tf32, b, o)));
-  if (!tf32 || !o.all_configs) return Status::ok();
+  if (!tf32) return Status::ok();
+  HIPGRAD_RETURN_IF_ERROR(
+      (measure<float, hg::DefaultConfigFor<float>>(dtype, size, tf32, b, o, hg::Algorithm::kGather)));
+  if (!o.all_configs) return Status::ok();
   HIPGRAD_RETURN_IF_ERROR((measure<float, hg::Config<128, 256, 32, 2, 4, 4>>(dtype, size, tf32, b, o)));
   return measure<float, hg::CpAsyncWgmmaConfigFor<float>>(dtype, size, tf32, b, o, hg::Algorithm::kMatrix);
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/gemm.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
+#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 
 namespace {
 
@@ -427,6 +429,46 @@ TYPED_TEST(GemmTest, PersistentBlocksWalkSeveralTiles) {
   check_gemm<T>(p, InitMethod::kDecimals, matrix_path_expected<T>(p, true));
 }
 
+/// The gather kernel (forced kGather: the TMA kernel's consumers with a cp.async producer
+/// warpgroup, the path of operands without tensor maps) on every layout the TMA kernel runs:
+/// edge tiles (zero-filled chunks), a single element, split-K, and more work items than
+/// multiprocessors (the persistent blocks walk several, the ring's phases carrying over).
+TYPED_TEST(GemmTest, GatherKernelEveryLayout) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  using Op = hg::Gemm<T>;
+  if (is_exact_fp32<TypeParam>()) GTEST_SKIP() << "exact fp32 has no matrix path";
+  if (!hg::device_runs_wgmma(hipgrad::current_device_info().device))
+    GTEST_SKIP() << "the gather kernel needs an sm_90a build on an sm_90 GPU";
+  // Aligned, disjoint fake pointers: can_implement and name never dereference them.
+  const typename Op::Args fake{reinterpret_cast<const T*>(0x1000000), reinterpret_cast<const T*>(0x2000000),
+                               reinterpret_cast<T*>(0x3000000)};
+  int runs = 0;
+  for (const Size& s : {Size{67, 131, 257}, Size{300, 260, 200}, Size{1, 1, 1}, Size{2053, 2311, 67}}) {
+    for (const LayoutCase& l : layout_cases()) {
+      if (!l.padded) continue;
+      for (int split : {1, 3}) {
+        hg::Problem p = make_problem(s, l, TypeParam::kAllowTf32);
+        p.split_k = split;
+        p.algorithm = Algorithm::kTma;
+        const bool tma_runs = Op::can_implement(p, fake).is_ok();
+        p.algorithm = Algorithm::kGather;
+        const Status can = Op::can_implement(p, fake);
+        // Wherever the TMA kernel runs, so does the gather kernel (the same consumers).
+        if (tma_runs) EXPECT_TRUE(can.is_ok()) << p.to_string() << ": " << can.to_string();
+        if (!can.is_ok()) continue;
+        EXPECT_NE(Op::name(p, fake).find("_wgmma_gather_"), std::string::npos) << Op::name(p, fake);
+        for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+          check_gemm<T>(p, init, ExpectPath::kMatrix);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+        ++runs;
+      }
+    }
+  }
+  EXPECT_GT(runs, 0) << "no layout ran the gather kernel";
+}
+
 /// A forced kSimt runs the SIMT mainloop for aligned operands too, where kAuto would take a
 /// matrix path.
 TYPED_TEST(GemmTest, ForcedSimtRunsTheSimtPath) {
@@ -460,7 +502,7 @@ TYPED_TEST(GemmTest, NameIsThePathRunTakes) {
     const typename Op::Args fake{reinterpret_cast<const T*>(0x1000000), reinterpret_cast<const T*>(0x2000000),
                                  reinterpret_cast<T*>(0x3000000)};
     std::string first_runnable;
-    for (Algorithm algorithm : {Algorithm::kTma, Algorithm::kMatrix, Algorithm::kSimt}) {
+    for (Algorithm algorithm : {Algorithm::kTma, Algorithm::kGather, Algorithm::kMatrix, Algorithm::kSimt}) {
       p.algorithm = algorithm;
       const Status can = Op::can_implement(p, fake);
       const std::string name = Op::name(p, fake);
@@ -470,8 +512,9 @@ TYPED_TEST(GemmTest, NameIsThePathRunTakes) {
         EXPECT_NE(algorithm, Algorithm::kSimt);
         continue;
       }
-      if (first_runnable.empty()) first_runnable = name;
+      if (first_runnable.empty() && algorithm != Algorithm::kGather) first_runnable = name;  // kAuto skips gather
       EXPECT_EQ(name.find("_wgmma_tma_") != std::string::npos, algorithm == Algorithm::kTma);
+      EXPECT_EQ(name.find("_wgmma_gather_") != std::string::npos, algorithm == Algorithm::kGather);
       EXPECT_EQ(names_simt(name), algorithm == Algorithm::kSimt);
       EXPECT_EQ(Op::name(p), name) << "null Args must name the path of aligned operands";
       check_gemm<T>(p, InitMethod::kIntegers, algorithm == Algorithm::kSimt ? ExpectPath::kSimt : ExpectPath::kMatrix);
@@ -588,6 +631,37 @@ TEST(GemmProblem, ForcedAlgorithmThatCannotRunIsNotSupported) {
   const Status unknown = Op::can_implement(p, ok);
   EXPECT_EQ(unknown.code(), hipgrad::StatusCode::kInvalidArgument) << unknown.to_string();
   EXPECT_STREQ(hg::algorithm_name(Algorithm::kMatrix), "matrix");
+}
+
+/// Every output tile of every sub-problem is exactly one work item, in order, with empty
+/// sub-problems (M or N of 0) passed over; K plays no part (a K = 0 sub-problem has its tiles).
+TEST(GroupedTiles, EveryTileOfEverySubProblemIsOneItem) {
+  std::mt19937 random(20261127);
+  std::uniform_int_distribution<int> extent(0, 700), count(1, 40);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<hg::GroupedExtent> extents(static_cast<std::size_t>(count(random)));
+    for (hg::GroupedExtent& e : extents) e = {extent(random) % 5 == 0 ? 0 : extent(random), extent(random)};
+    if (trial == 0) extents = {{0, 5}, {1, 1}, {0, 0}, {129, 257}, {3, 0}, {128, 256}};
+    const int block_m = trial % 2 ? 128 : 256, block_n = trial % 3 ? 256 : 64;
+    const std::vector<long long> starts = hg::grouped_tile_starts(extents, block_m, block_n);
+    ASSERT_EQ(starts.size(), extents.size() + 1);
+    long long item = 0;
+    for (std::size_t g = 0; g < extents.size(); ++g) {
+      const long long tiles = hipgrad::ceil_div(extents[g].m, static_cast<long long>(block_m)) *
+                              hipgrad::ceil_div(extents[g].n, static_cast<long long>(block_n));
+      for (long long t = 0; t < tiles; ++t, ++item) {
+        const hg::GroupedItem found = hg::find_grouped_item(starts.data(), static_cast<int>(extents.size()), item);
+        ASSERT_EQ(found.group, static_cast<int>(g)) << "trial " << trial << ", item " << item;
+        ASSERT_EQ(found.tile, t) << "trial " << trial << ", item " << item;
+      }
+    }
+    EXPECT_EQ(starts.back(), item) << "trial " << trial;
+  }
+  // Counts past 2^31 work items stay exact.
+  const std::vector<long long> big = hg::grouped_tile_starts({{1LL << 22, 1LL << 22}, {64, 64}}, 64, 64);
+  EXPECT_EQ(big[1], 1LL << 32);
+  EXPECT_EQ(hg::find_grouped_item(big.data(), 2, (1LL << 32) - 1).group, 0);
+  EXPECT_EQ(hg::find_grouped_item(big.data(), 2, 1LL << 32).group, 1);
 }
 
 TEST(GemmReference, SmallProductByHandAndLayoutIndependence) {

@@ -46,6 +46,17 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void copy_chunk(void* shared, const void* global, 
   *static_cast<uint4*>(shared) = v;
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/// copy_chunk entirely by cp.async (NVIDIA sm_80 and later): the hardware reads `valid_bytes`
+/// and zero-fills the rest, so that the chunk lands with the thread's other copies (and an
+/// arrival that waits for them, mbarrier_arrive_when_copies_land, covers it too). `global` must
+/// be 16-byte aligned whatever valid_bytes is (with 0 nothing is read).
+HIPGRAD_DEVICE HIPGRAD_INLINE void copy_chunk_async(void* shared, const void* global, int valid_bytes) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(valid_bytes));
+}
+#endif
+
 /// Closes the group of copies issued since the last commit (one group per pipeline stage).
 HIPGRAD_DEVICE HIPGRAD_INLINE void commit_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

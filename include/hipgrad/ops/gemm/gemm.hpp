@@ -38,6 +38,7 @@ namespace detail {
 inline std::optional<Path> forced_path(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kTma: return Path::kTma;
+    case Algorithm::kGather: return Path::kGather;
     case Algorithm::kMatrix: return Path::kMatrix;
     case Algorithm::kSimt: return Path::kSimt;
     case Algorithm::kAuto: break;

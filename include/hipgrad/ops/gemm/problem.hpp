@@ -31,6 +31,12 @@ enum class Algorithm {
   /// fp16/bf16 or fp32 with allow_tf32, A and B 16-byte aligned, a configuration of at most two
   /// consumer warpgroups whose tiles wgmma reads in these layouts).
   kTma,
+  /// The same warp-specialised kernel with a producer warpgroup that copies 16-byte vectors by
+  /// cp.async through the operand loaders (the path of gathered operands, such as a
+  /// convolution's; here the dense matrices read that way): the conditions of kMatrix, on an
+  /// sm_90a build and GPU, for the configurations kTma runs. Only where forced, for now: it
+  /// runs below kMatrix's speed.
+  kGather,
   /// The cp.async matrix mainloops: wgmma on sm_90a, mma.sync on NVIDIA sm_80+, MFMA on
   /// gfx90a/gfx94x (fp16/bf16 or fp32 with allow_tf32, A and B 16-byte aligned: pointers and
   /// leading dimensions).
@@ -43,6 +49,7 @@ inline const char* algorithm_name(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kTma: return "tma";
+    case Algorithm::kGather: return "gather";
     case Algorithm::kMatrix: return "matrix";
     case Algorithm::kSimt: return "simt";
   }

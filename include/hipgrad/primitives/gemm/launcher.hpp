@@ -14,7 +14,8 @@
 /// is remembered per device (DeviceInfo, matrix atoms, the sm_90a image, the tensor-map
 /// encoder), so planning makes no runtime call. The TMA kernel needs operands with tensor maps
 /// (TmaOperandOf: dense operands); other loaders, such as a convolution's implicit im2col, take
-/// the cp.async matrix mainloops or SIMT.
+/// the gather kernel (the TMA kernel's consumers, a cp.async producer: sm_90a), the cp.async
+/// matrix mainloops or SIMT.
 ///
 /// Epilogue: LinearCombination or any type with its members `store`, `partials`, `m_size` and
 /// `n_size` (split-K writes raw fp32 sums to `partials`, then reduce_split_k hands their sums to
@@ -39,6 +40,7 @@
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
 #include "hipgrad/primitives/gemm/tma.hpp"
 #include "hipgrad/primitives/gemm/tma_mainloop.hpp"
+#include "hipgrad/primitives/gemm/warp_specialised_kernel.hpp"
 #include "hipgrad/primitives/gemm/wgmma_atom.hpp"
 #include "hipgrad/primitives/gemm/wgmma_mainloop.hpp"
 
@@ -47,6 +49,7 @@ namespace hipgrad::gemm {
 /// The mainloops a launch can take.
 enum class Path {
   kTma,     ///< the warp-specialised, persistent TMA kernel (sm_90a)
+  kGather,  ///< the same kernel with a cp.async producer for any loader (sm_90a)
   kMatrix,  ///< the cp.async matrix mainloops: wgmma (sm_90a), mma.sync (sm_80+), MFMA (gfx90a/gfx94x)
   kSimt,    ///< the FMA mainloop (any device)
 };
@@ -54,6 +57,7 @@ enum class Path {
 inline const char* path_name(Path path) {
   switch (path) {
     case Path::kTma: return "tma";
+    case Path::kGather: return "gather";
     case Path::kMatrix: return "matrix";
     case Path::kSimt: return "simt";
   }
@@ -64,7 +68,7 @@ inline const char* path_name(Path path) {
 struct TileGemmRequest {
   int split_k = 1;             ///< K slices asked for (fewer run when K has fewer tiles)
   bool matrix_units = true;    ///< the data may run on matrix units (false for exact fp32)
-  std::optional<Path> forced;  ///< empty: the launcher's choice (TMA, else matrix, else SIMT)
+  std::optional<Path> forced;  ///< empty: the launcher's choice (TMA, matrix, SIMT; gather only forced)
 };
 
 /// One launch, planned once per call.
@@ -74,7 +78,7 @@ struct TileGemmPlan {
   bool wgmma = false;  ///< the matrix kernel runs the wgmma mainloop on this device
   int splits = 1;      ///< K splits launched (partials in the workspace when > 1)
   int k_tiles_per_split = 1;
-  unsigned blocks = 1;  ///< grid x: one per output tile, or the TMA kernel's persistent grid
+  unsigned blocks = 1;  ///< grid x: one per output tile, or the TMA/gather kernel's persistent grid
   int threads = 1;
   int shared_bytes = 0;       ///< dynamic shared memory per block
   bool simt_vectors = false;  ///< SIMT: every 4-element vector of A and B is aligned
@@ -86,12 +90,13 @@ inline std::size_t split_k_workspace_bytes(Index m, Index n, int split_k) {
   return static_cast<std::size_t>(split_k) * static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * sizeof(float);
 }
 
-/// The kernel a plan of Config Cfg runs: "wgmma_tma_<tiles>", "wgmma_<tiles>", "mma_<tiles>"
-/// (AMD: "mfma_<tiles>") or "simt_<tiles>".
+/// The kernel a plan of Config Cfg runs: "wgmma_tma_<tiles>", "wgmma_gather_<tiles>",
+/// "wgmma_<tiles>", "mma_<tiles>" (AMD: "mfma_<tiles>") or "simt_<tiles>".
 template <typename Cfg>
 std::string tile_gemm_kernel_name(const TileGemmPlan& plan) {
   switch (plan.path) {
     case Path::kTma: return "wgmma_tma_" + Cfg::name();
+    case Path::kGather: return "wgmma_gather_" + Cfg::name();
     case Path::kMatrix: return std::string(plan.wgmma ? "wgmma" : kMatrixAtomName) + "_" + Cfg::name();
     case Path::kSimt: break;
   }
@@ -176,6 +181,7 @@ class TileGemmLauncher {
     }
   }
   static constexpr bool kTmaKernel = tma_kernel_runs_config();
+  static constexpr bool kGatherKernel = gather_kernel_supported<Cfg, LoaderA, LoaderB>();
 
   static constexpr int tma_shared_bytes() {
     if constexpr (kTmaKernel) {
@@ -239,9 +245,33 @@ class TileGemmLauncher {
 #endif
   }
 
+  /// Why the gather kernel cannot run (null when it can).
+  static const char* gather_blocker(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
+                                    const DeviceInfo& device) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+    if (const char* blocker = matrix_blocker(a, b, request, device)) return blocker;
+    if constexpr (!kGatherKernel) {
+      return "the gather kernel does not run this configuration in these layouts (wgmma-readable tiles, at most two "
+             "consumer warpgroups)";
+    } else {
+      if (!device_runs_wgmma(device.device)) return "the code loaded for this device was not compiled for sm_90a";
+      if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
+        return "the configuration needs more shared memory per block than the device allows";
+      }
+      const detail::Tiling t = tiling_of(Path::kGather, a, b, request.split_k);
+      if (t.tiles * t.splits > INT_MAX) return "more than 2^31 - 1 work items (output tiles times K splits)";
+      return nullptr;
+    }
+#else
+    (void)a, (void)b, (void)request, (void)device;
+    return "the gather kernel exists in CUDA builds only";
+#endif
+  }
+
   static const char* blocker_of(Path path, const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
                                 const DeviceInfo& device) {
     if (path == Path::kTma) return tma_blocker(a, b, request, device);
+    if (path == Path::kGather) return gather_blocker(a, b, request, device);
     if (path == Path::kMatrix) return matrix_blocker(a, b, request, device);
     return detail::grid_blocker(tiling_of(Path::kSimt, a, b, request.split_k));
   }
@@ -249,6 +279,8 @@ class TileGemmLauncher {
   /// The first path that runs; SIMT always does unless the grid is too large (then *status says so).
   static Path choose(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request, const DeviceInfo& device,
                      Status* status) {
+    // The gather kernel runs only where forced: its producer does not keep up yet (it runs below
+    // the cp.async matrix mainloop).
     if (tma_blocker(a, b, request, device) == nullptr) return Path::kTma;
     if (matrix_blocker(a, b, request, device) == nullptr) return Path::kMatrix;
     if (const char* blocker = blocker_of(Path::kSimt, a, b, request, device)) *status = Status::not_supported(blocker);
@@ -263,9 +295,10 @@ class TileGemmLauncher {
     const long long items = t.tiles * t.splits;
     switch (plan.path) {
       case Path::kTma:
+      case Path::kGather:
         plan.blocks = static_cast<unsigned>(items < device.multiprocessors ? items : device.multiprocessors);
         plan.threads = tma_kernel_threads<Cfg>();
-        plan.shared_bytes = tma_shared_bytes();
+        plan.shared_bytes = plan.path == Path::kTma ? tma_shared_bytes() : tma_kernel_shared_bytes<Cfg, T>();
         plan.wgmma = true;
         break;
       case Path::kMatrix:
@@ -286,6 +319,7 @@ class TileGemmLauncher {
                                 hipStream_t stream) {
     switch (plan.path) {
       case Path::kTma: return launch_tma(plan, a, b, epilogue, stream);
+      case Path::kGather: return launch_gather(plan, a, b, epilogue, stream);
       case Path::kMatrix: return launch_matrix(plan, a, b, epilogue, stream);
       case Path::kSimt: break;
     }
@@ -301,12 +335,12 @@ class TileGemmLauncher {
       typename TmaOperandOf<LoaderB>::type tb;
       HIPGRAD_RETURN_IF_ERROR(make_tma_operand<typename Tiles::TileA>(ta, a));
       HIPGRAD_RETURN_IF_ERROR(make_tma_operand<typename Tiles::TileB>(tb, b));
-      const auto kernel =
-          tma_tile_gemm<Cfg, typename TmaOperandOf<LoaderA>::type, typename TmaOperandOf<LoaderB>::type, Epilogue>;
+      const auto kernel = warp_specialised_tile_gemm<Cfg, StageProducer::kTma, typename TmaOperandOf<LoaderA>::type,
+                                                     typename TmaOperandOf<LoaderB>::type, Epilogue>;
       HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
       kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(ta, tb, epilogue, plan.k_tiles_per_split,
                                                                        plan.splits);
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("tma_tile_gemm");
+      HIPGRAD_RETURN_IF_LAUNCH_ERROR("warp_specialised_tile_gemm (TMA)");
       return Status::ok();
     } else {
       (void)plan, (void)a, (void)b, (void)epilogue, (void)stream;
@@ -315,6 +349,21 @@ class TileGemmLauncher {
 #else
     (void)plan, (void)a, (void)b, (void)epilogue, (void)stream;
     return Status::not_supported("the TMA kernel exists in CUDA builds only");
+#endif
+  }
+
+  static Status launch_gather(const TileGemmPlan& plan, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
+                              hipStream_t stream) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+    const auto kernel = warp_specialised_tile_gemm<Cfg, StageProducer::kGather, LoaderA, LoaderB, Epilogue>;
+    HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
+    kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(a, b, epilogue, plan.k_tiles_per_split,
+                                                                     plan.splits);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("warp_specialised_tile_gemm (gather)");
+    return Status::ok();
+#else
+    (void)plan, (void)a, (void)b, (void)epilogue, (void)stream;
+    return Status::not_supported("the gather kernel exists in CUDA builds only");
 #endif
   }
 

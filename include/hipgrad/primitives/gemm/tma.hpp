@@ -222,6 +222,12 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_arrive_expect_bytes(std::uint64_t* b
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(bytes)
                : "memory");
 }
+/// An arrival that the hardware makes once every cp.async this thread has issued so far has
+/// landed; it counts toward the barrier's `count` (noinc), so a barrier that `threads` copying
+/// threads arrive on this way is initialised with `threads`.
+HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_arrive_when_copies_land(std::uint64_t* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(barrier)) : "memory");
+}
 /// Waits until the phase of parity `parity` has completed (a fresh barrier counts the phase
 /// before its first, of parity 1, as completed).
 HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parity) {

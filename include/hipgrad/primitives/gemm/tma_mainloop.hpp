@@ -71,8 +71,15 @@ namespace detail {
 
 #if defined(HIPGRAD_GEMM_TMA)
 
-template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-struct TmaMainloop {
+/// The warp-specialised kernel's body over a Producer (TmaProducer below, GatherProducer in
+/// gather_mainloop.hpp): one warpgroup produces, the consumers are the same for every producer.
+/// A Producer provides kRegisters (what its warpgroup keeps after the hand-over), kArrivals (the
+/// arrivals that complete a full barrier's phase besides the bytes announced), kFenceStages
+/// (whether consumers fence a landed stage for the asynchronous proxy: copies the generic proxy
+/// wrote, which wgmma reads) and produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, per_split,
+/// thread), called by every thread of its warpgroup (`thread` 0–127).
+template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue, typename Producer>
+struct WarpSpecialisedMainloop {
   using Stages = WgmmaMainloop<Cfg, OperandA, OperandB, Epilogue>;
   using Plan = typename Stages::Plan;
   using TileA = typename Plan::TileA;
@@ -81,13 +88,14 @@ struct TmaMainloop {
   static constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
   static constexpr int kConsumerWarps = Cfg::kWarps;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
-  /// Registers per thread after the hand-over (setmaxnreg): the producer keeps 40, the consumers
-  /// share the rest of the 64 K register file (multiples of 8, at most 232): without it the TF32
-  /// consumers (accumulators and B fragments) spill at 384 threads, with it they do not. Only
-  /// where it moves both sides the right way from the launch budget (65536 / threads, at most
-  /// 255, in multiples of 8): with one consumer warpgroup (256 threads, 248 each) there is nothing
-  /// to gain, and an "increase" below the current count is not allowed.
-  static constexpr int kProducerRegisters = 40;
+  /// Registers per thread after the hand-over (setmaxnreg): the producer keeps
+  /// Producer::kRegisters, the consumers share the rest of the 64 K register file (multiples of
+  /// 8, at most 232): without it the TF32 consumers (accumulators and B fragments) spill at 384
+  /// threads, with it they do not. Only where it moves both sides the right way from the launch
+  /// budget (65536 / threads, at most 255, in multiples of 8): with one consumer warpgroup (256
+  /// threads, 248 each) there is nothing to gain, and an "increase" below the current count is
+  /// not allowed.
+  static constexpr int kProducerRegisters = Producer::kRegisters;
   static constexpr int kConsumerRegisters = (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8 < 232
                                                 ? (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8
                                                 : 232;
@@ -106,28 +114,6 @@ struct TmaMainloop {
     HIPGRAD_DEVICE char* stage(int s) const { return stages + s * kStageBytes; }
   };
 
-  /// The producer's loop, one thread: per K tile wait for the stage to be free, announce its
-  /// bytes, start the copies.
-  HIPGRAD_DEVICE static void produce(const Ring& ring, const OperandA& a, const OperandB& b, int items, int tiles_m,
-                                     int tiles_n, int k_tiles, int per_split) {
-    tma_prefetch_map(&a.map);
-    tma_prefetch_map(&b.map);
-    int s = 0;
-    std::uint32_t pass = 0;
-    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
-      const TmaWork w = tma_work(item, tiles_m, tiles_n, k_tiles, per_split);
-      const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
-      for (int t = 0; t < w.kt_count; ++t) {
-        mbarrier_wait(&ring.empty[s], pass ^ 1u);
-        mbarrier_arrive_expect_bytes(&ring.full[s], kStageBytes);
-        const int k = (w.kt_begin + t) * Cfg::kBlockK;
-        tma_load_tile<TileA>(ring.stage(s), a, m_base, k, &ring.full[s]);
-        tma_load_tile<TileB>(ring.stage(s) + TileA::kBytes, b, n_base, k, &ring.full[s]);
-        if (++s == Cfg::kStages) s = 0, pass ^= 1u;
-      }
-    }
-  }
-
   /// A consumer warpgroup's loop: per K tile wait for the stage, issue its wgmmas, release the
   /// stage whose wgmmas have finished; per work item hand the accumulators to the epilogue.
   HIPGRAD_DEVICE static void consume(const Ring& ring, const Epilogue& epilogue, int items, int tiles_m, int tiles_n,
@@ -144,6 +130,7 @@ struct TmaMainloop {
       int previous = 0;
       for (int t = 0; t < w.kt_count; ++t) {
         mbarrier_wait(&ring.full[s], pass);
+        if constexpr (Producer::kFenceStages) fence_shared_for_async_proxy();
         Stages::compute_stage(acc, ring.stage(s), row0, warp_in_group, lane);
         wgmma_wait<kPendingBatches>();
         Stages::pin(acc);
@@ -173,7 +160,7 @@ struct TmaMainloop {
     const int thread = static_cast<int>(threadIdx.x);
     if (thread == 0) {
       for (int s = 0; s < Cfg::kStages; ++s) {
-        mbarrier_init(&ring.full[s], 1);
+        mbarrier_init(&ring.full[s], Producer::kArrivals);
         mbarrier_init(&ring.empty[s], kConsumerWarps);
       }
       mbarrier_init_fence();
@@ -186,39 +173,73 @@ struct TmaMainloop {
       consume(ring, epilogue, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
     } else {
       if constexpr (kHandOverRegisters) warpgroup_registers_decrease<kProducerRegisters>();
-      if (thread == kConsumerThreads) produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
+      Producer::produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split, thread - kConsumerThreads);
     }
   }
 };
 
+/// A producer's walk over the stage ring: for every K tile of the block's work items, waits
+/// until the consumers have freed its stage, then calls fill(s, m_base, n_base, k) to fill stage
+/// s with the tiles of A at (m_base, k) and of B at (n_base, k).
+template <typename Cfg, typename Ring, typename Fill>
+HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_free_stage(const Ring& ring, int items, int tiles_m, int tiles_n,
+                                                       int k_tiles, int per_split, Fill&& fill) {
+  int s = 0;
+  std::uint32_t pass = 0;
+  for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
+    const TmaWork w = tma_work(item, tiles_m, tiles_n, k_tiles, per_split);
+    const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
+    for (int t = 0; t < w.kt_count; ++t) {
+      mbarrier_wait(&ring.empty[s], pass ^ 1u);
+      fill(s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);
+      if (++s == Cfg::kStages) s = 0, pass ^= 1u;
+    }
+  }
+}
+
+/// The TMA producer: one thread per K tile waits for the stage to be free, announces its bytes
+/// and starts the two tensor-map copies, which complete the full barrier themselves.
+template <typename Cfg, typename OperandA, typename OperandB>
+struct TmaProducer {
+  static constexpr int kRegisters = 40;
+  static constexpr int kArrivals = 1;
+  static constexpr bool kFenceStages = false;
+  using Plan = WgmmaPlan<Cfg, OperandA, OperandB>;
+  using TileA = typename Plan::TileA;
+  using TileB = typename Plan::TileB;
+
+  template <typename Ring>
+  HIPGRAD_DEVICE static void produce(const Ring& ring, const OperandA& a, const OperandB& b, int items, int tiles_m,
+                                     int tiles_n, int k_tiles, int per_split, int thread) {
+    if (thread != 0) return;
+    tma_prefetch_map(&a.map);
+    tma_prefetch_map(&b.map);
+    for_each_free_stage<Cfg>(ring, items, tiles_m, tiles_n, k_tiles, per_split,
+                             [&](int s, int m_base, int n_base, int k) {
+                               mbarrier_arrive_expect_bytes(&ring.full[s], TileA::kBytes + TileB::kBytes);
+                               tma_load_tile<TileA>(ring.stage(s), a, m_base, k, &ring.full[s]);
+                               tma_load_tile<TileB>(ring.stage(s) + TileA::kBytes, b, n_base, k, &ring.full[s]);
+                             });
+  }
+};
+
+template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+using TmaMainloop = WarpSpecialisedMainloop<Cfg, OperandA, OperandB, Epilogue, TmaProducer<Cfg, OperandA, OperandB>>;
+
+/// A warp-specialised kernel's body: Mainloop::run on the block's dynamic shared memory,
+/// aligned to Cfg::kSharedAlignment (tma_kernel_shared_bytes leaves room for it).
+template <typename Mainloop, typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+HIPGRAD_DEVICE HIPGRAD_INLINE void run_warp_specialised(const OperandA& a, const OperandB& b, const Epilogue& epilogue,
+                                                        int k_tiles_per_split, int splits) {
+  extern __shared__ uint4 gemm_shared[];
+  char* shared = reinterpret_cast<char*>(gemm_shared);
+  const std::uint32_t address = shared_address(shared);
+  shared += (Cfg::kSharedAlignment - address % Cfg::kSharedAlignment) % Cfg::kSharedAlignment;
+  Mainloop::run(shared, a, b, epilogue, k_tiles_per_split, splits);
+}
+
 #endif  // HIPGRAD_GEMM_TMA
 
 }  // namespace detail
-
-#if defined(HIPGRAD_BACKEND_CUDA)
-
-/// The TMA tile GEMM (sm_90a): a persistent grid of at most one block per multiprocessor
-/// walking tiles_m·tiles_n·splits work items, tma_kernel_threads<Cfg>() threads,
-/// tma_kernel_shared_bytes<Cfg, T>() of dynamic shared memory. Only for devices where
-/// device_runs_wgmma() and for configurations WgmmaPlan supports: elsewhere the body traps.
-template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-__global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
-    tma_tile_gemm(const __grid_constant__ OperandA a, const __grid_constant__ OperandB b, Epilogue epilogue,
-                  int k_tiles_per_split, int splits) {
-#if defined(HIPGRAD_GEMM_TMA)
-  if constexpr (tma_kernel_supported<Cfg, OperandA, OperandB>()) {
-    extern __shared__ uint4 gemm_shared[];
-    char* shared = reinterpret_cast<char*>(gemm_shared);
-    const std::uint32_t address = shared_address(shared);
-    shared += (Cfg::kSharedAlignment - address % Cfg::kSharedAlignment) % Cfg::kSharedAlignment;
-    detail::TmaMainloop<Cfg, OperandA, OperandB, Epilogue>::run(shared, a, b, epilogue, k_tiles_per_split, splits);
-    return;
-  }
-#endif
-  (void)a, (void)b, (void)epilogue, (void)k_tiles_per_split, (void)splits;
-  __trap();
-}
-
-#endif  // HIPGRAD_BACKEND_CUDA
 
 }  // namespace hipgrad::gemm

@@ -198,7 +198,7 @@ struct OneReadPlan {
 /// blocks waiting for it. Such grids are small problems, where a second launch for the fold costs
 /// the host as much as the first. 0 otherwise, and then a kernel of its own folds: where fold
 /// blocks would have to take several chunks each (their chunks run one after another), and for
-/// the 128-byte shape, whose kernel with fold blocks spills the most (docs/perf-notes.md).
+/// the 128-byte shape, whose kernel with fold blocks spills the most.
 inline Index one_read_fold_blocks(const OneReadPlan& plan, int resident_clusters, Index channels) {
   const Index clusters = ceil_div(ceil_div(channels, Index{kGammaBetaChannels}), Index{plan.cluster});
   const bool fits = plan.units + clusters <= resident_clusters;
