@@ -183,14 +183,6 @@ class TileGemmLauncher {
   static constexpr bool kTmaKernel = tma_kernel_runs_config();
   static constexpr bool kGatherKernel = gather_kernel_supported<Cfg, LoaderA, LoaderB>();
 
-  static constexpr int tma_shared_bytes() {
-    if constexpr (kTmaKernel) {
-      return tma_kernel_shared_bytes<Cfg, T>();
-    } else {
-      return 0;
-    }
-  }
-
   static detail::Tiling tiling_of(Path path, const LoaderA& a, const LoaderB& b, int split_k) {
     const int m = a.mn_size(), n = b.mn_size(), k = a.k_size();
     if (path == Path::kSimt) {
@@ -217,6 +209,20 @@ class TileGemmLauncher {
     return detail::grid_blocker(tiling_of(Path::kMatrix, a, b, request.split_k));
   }
 
+  /// What both producers of the warp-specialised kernel need once its loaders and configuration
+  /// suit it: code for sm_90a, its shared memory, and a persistent walk of at most 2^31 − 1 work
+  /// items (null when it runs).
+  static const char* warp_specialised_blocker(Path path, const LoaderA& a, const LoaderB& b,
+                                              const TileGemmRequest& request, const DeviceInfo& device) {
+    if (!device_runs_wgmma(device.device)) return "the code loaded for this device was not compiled for sm_90a";
+    if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
+      return "the configuration needs more shared memory per block than the device allows";
+    }
+    const detail::Tiling t = tiling_of(path, a, b, request.split_k);
+    if (t.tiles * t.splits > INT_MAX) return "more than 2^31 - 1 work items (output tiles times K splits)";
+    return nullptr;
+  }
+
   /// Why the TMA kernel cannot run (null when it can).
   static const char* tma_blocker(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
                                  const DeviceInfo& device) {
@@ -228,16 +234,10 @@ class TileGemmLauncher {
       return "the TMA kernel does not run this configuration in these layouts (wgmma-readable tiles, at most two "
              "consumer warpgroups)";
     } else {
-      if (!device_runs_wgmma(device.device)) return "the code loaded for this device was not compiled for sm_90a";
       if (detail::tensor_map_encoder() == nullptr) return "the driver has no cuTensorMapEncodeTiled";
       if (const char* blocker = tma_operand_blocker(a)) return blocker;
       if (const char* blocker = tma_operand_blocker(b)) return blocker;
-      if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
-        return "the configuration needs more shared memory per block than the device allows";
-      }
-      const detail::Tiling t = tiling_of(Path::kTma, a, b, request.split_k);
-      if (t.tiles * t.splits > INT_MAX) return "more than 2^31 - 1 work items (output tiles times K splits)";
-      return nullptr;
+      return warp_specialised_blocker(Path::kTma, a, b, request, device);
     }
 #else
     (void)a, (void)b, (void)request, (void)device;
@@ -254,13 +254,7 @@ class TileGemmLauncher {
       return "the gather kernel does not run this configuration in these layouts (wgmma-readable tiles, at most two "
              "consumer warpgroups)";
     } else {
-      if (!device_runs_wgmma(device.device)) return "the code loaded for this device was not compiled for sm_90a";
-      if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
-        return "the configuration needs more shared memory per block than the device allows";
-      }
-      const detail::Tiling t = tiling_of(Path::kGather, a, b, request.split_k);
-      if (t.tiles * t.splits > INT_MAX) return "more than 2^31 - 1 work items (output tiles times K splits)";
-      return nullptr;
+      return warp_specialised_blocker(Path::kGather, a, b, request, device);
     }
 #else
     (void)a, (void)b, (void)request, (void)device;
@@ -298,7 +292,7 @@ class TileGemmLauncher {
       case Path::kGather:
         plan.blocks = static_cast<unsigned>(items < device.multiprocessors ? items : device.multiprocessors);
         plan.threads = tma_kernel_threads<Cfg>();
-        plan.shared_bytes = plan.path == Path::kTma ? tma_shared_bytes() : tma_kernel_shared_bytes<Cfg, T>();
+        plan.shared_bytes = tma_kernel_shared_bytes<Cfg, T>();
         plan.wgmma = true;
         break;
       case Path::kMatrix:

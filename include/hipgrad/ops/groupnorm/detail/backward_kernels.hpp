@@ -190,7 +190,8 @@ __global__ void __launch_bounds__(kThreads)
 /// holds it, so that the fold's loads and sums run while the grid's last blocks still write
 /// dx, and no second kernel waits for the grid to end. The flags live in the caller's workspace,
 /// never zeroed: `generation` is new for every call (next_totals_generation), so what an earlier
-/// call (or the memory's last owner) left there never reads as this call's. With `flags` null the grid has no fold blocks.
+/// call (or the memory's last owner) left there never reads as this call's. With `flags` null
+/// the grid has no fold blocks.
 struct TotalsFlags {
   unsigned long long* flags = nullptr;
   unsigned long long generation = 0;
