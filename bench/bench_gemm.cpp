@@ -7,10 +7,17 @@
 ///        GPU), beside that of launching an empty kernel.
 ///
 ///   bench_gemm [--dtypes=fp16,bf16,tf32,fp32] [--sizes=4096,8192] [--repeats=20] [--configs=all|default]
+///              [--layouts=rr,rc,cr,cc] [--grouped=COUNTxMxNxK]
 ///   bench_gemm --host-overhead [--calls=1000]
+///
+/// --layouts: A and B row- (r) or column-major (c), C row-major (default rr). Every line names
+/// the registers and local bytes (spills) per thread of its mainloop kernel. --grouped adds, per
+/// dtype, one grouped launch of COUNT sub-problems of M × N × K (row-major, e.g.
+/// 32x4096x128x2304), on kAuto and on the gather kernel; torch_gemm.py times torch.bmm beside it.
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +29,7 @@
 #include "hipgrad/host/gpu_detect.hpp"
 #include "hipgrad/host/timer.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
+#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
 
 namespace {
 
@@ -33,7 +41,16 @@ namespace hg = hipgrad::gemm;
 struct Options {
   int repeats = 20;
   bool all_configs = true;
+  hg::Layout a_layout = hg::Layout::kRowMajor;
+  hg::Layout b_layout = hg::Layout::kRowMajor;
 };
+
+char layout_char(hg::Layout l) { return l == hg::Layout::kRowMajor ? 'r' : 'c'; }
+
+/// The JSON fields every line has: what the compiler gave the line's mainloop kernel.
+hipgrad::bench::JsonLine& add_resources(hipgrad::bench::JsonLine& line, const hipgrad::KernelResources& r) {
+  return line.add("registers", static_cast<double>(r.registers)).add("local_bytes", static_cast<double>(r.local_bytes));
+}
 
 /// A, B copies rotated beyond the L2 and one C.
 template <typename T>
@@ -63,7 +80,7 @@ template <typename T, typename Cfg>
 Status measure_config(const char* dtype, Index size, bool tf32, Buffers<T>& buffers, const Options& o,
                       hg::Algorithm algorithm) {
   using Op = hg::Gemm<T, Cfg>;
-  hg::Problem p = hg::Problem::packed(size, size, size);
+  hg::Problem p = hg::Problem::packed(size, size, size, o.a_layout, o.b_layout, hg::Layout::kRowMajor);
   p.allow_tf32 = tf32;
   p.algorithm = algorithm;
   auto args = [&](int copy) {
@@ -79,17 +96,18 @@ Status measure_config(const char* dtype, Index size, bool tf32, Buffers<T>& buff
   float ms = 0;
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
       [&](int copy) { return Op::run(p, args(copy), nullptr, 0, nullptr); }, buffers.copies, o.repeats, &ms));
-  hipgrad::bench::JsonLine()
-      .add("op", "gemm")
+  const std::string layout = {layout_char(o.a_layout), layout_char(o.b_layout), 'r'};
+  hipgrad::bench::JsonLine line;
+  line.add("op", "gemm")
       .add("dtype", dtype)
       .add("m", static_cast<double>(size))
       .add("n", static_cast<double>(size))
       .add("k", static_cast<double>(size))
-      .add("layout", "rrr")
+      .add("layout", layout)
       .add("name", Op::name(p, args(0)))
       .add("ms", ms)
-      .add("tflops", p.flops() / (ms * 1e-3) / 1e12)
-      .print();
+      .add("tflops", p.flops() / (ms * 1e-3) / 1e12);
+  add_resources(line, Op::resources(p, args(0))).print();
   return Status::ok();
 }
 
@@ -143,6 +161,88 @@ Status run(const std::string& dtype, Index size, const Options& o) {
   return Status::invalid_argument("unknown dtype " + dtype + " (fp16, bf16, tf32, fp32)");
 }
 
+// ---- --grouped --------------------------------------------------------------------------------
+
+/// COUNT sub-problems of M × N × K.
+struct GroupedShape {
+  Index count = 0, m = 0, n = 0, k = 0;
+};
+
+/// One line: a grouped launch of `shape` (row-major A, B, C; every sub-problem its own matrices)
+/// on `forced` or kAuto.
+template <typename T>
+Status measure_grouped(const char* dtype, bool tf32, const GroupedShape& shape, const Options& o,
+                       std::optional<hg::Path> forced) {
+  using LoaderA = hg::DenseOperand<T, true>;
+  using LoaderB = hg::DenseOperand<T, false>;
+  using Epilogue = hg::LinearCombination<T>;
+  using Launcher = hg::GroupedGemmLauncher<hg::DefaultConfigFor<T>, LoaderA, LoaderB, Epilogue>;
+  const Index a_elements = shape.m * shape.k, b_elements = shape.k * shape.n, c_elements = shape.m * shape.n;
+  DeviceBuffer<T> a, b, c;
+  HIPGRAD_RETURN_IF_ERROR(a.allocate(static_cast<std::size_t>(shape.count * a_elements)));
+  HIPGRAD_RETURN_IF_ERROR(b.allocate(static_cast<std::size_t>(shape.count * b_elements)));
+  HIPGRAD_RETURN_IF_ERROR(c.allocate(static_cast<std::size_t>(shape.count * c_elements)));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(a.data(), shape.count * a_elements, 1));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(b.data(), shape.count * b_elements, 2));
+  std::vector<hg::SubProblem<LoaderA, LoaderB, Epilogue>> problems;
+  for (Index g = 0; g < shape.count; ++g) {
+    const auto m = static_cast<int>(shape.m), n = static_cast<int>(shape.n), k = static_cast<int>(shape.k);
+    problems.push_back({LoaderA{a.data() + g * a_elements, shape.k, m, k},
+                        LoaderB{b.data() + g * b_elements, shape.n, n, k},
+                        Epilogue{c.data() + g * c_elements, shape.n, 1, m, n, 1.0f, 0.0f, nullptr}});
+  }
+  hg::TileGemmRequest request;
+  request.matrix_units = !std::is_same_v<T, float> || tf32;
+  request.forced = forced;
+  const int count = static_cast<int>(shape.count);
+  const hg::GroupedGemmPlan plan = Launcher::plan(problems.data(), count, request, hipgrad::current_device_info());
+  if (forced && !plan.status.is_ok()) {
+    std::fprintf(stderr, "bench_gemm: skipped grouped %s %s: %s\n", dtype, hg::path_name(*forced),
+                 plan.status.to_string().c_str());
+    return Status::ok();
+  }
+  HIPGRAD_RETURN_IF_ERROR(plan.status);
+  DeviceBuffer<unsigned char> workspace;
+  HIPGRAD_RETURN_IF_ERROR(workspace.allocate(plan.workspace_bytes));
+  float ms = 0;
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
+      [&](int) { return Launcher::launch(plan, problems.data(), count, workspace.data(), workspace.bytes(), nullptr); },
+      1, o.repeats, &ms));
+  const double flops = 2.0 * static_cast<double>(shape.count * shape.m) * static_cast<double>(shape.n * shape.k);
+  hipgrad::bench::JsonLine line;
+  line.add("op", "grouped_gemm")
+      .add("dtype", dtype)
+      .add("count", static_cast<double>(shape.count))
+      .add("m", static_cast<double>(shape.m))
+      .add("n", static_cast<double>(shape.n))
+      .add("k", static_cast<double>(shape.k))
+      .add("layout", "rrr")
+      .add("name", std::string("gemm_") + dtype + "_" + Launcher::kernel_name(plan))
+      .add("ms", ms)
+      .add("tflops", flops / (ms * 1e-3) / 1e12);
+  add_resources(line, Launcher::resources(plan)).print();
+  return Status::ok();
+}
+
+/// The grouped lines of one dtype: kAuto, then the gather kernel.
+Status run_grouped(const std::string& dtype, const GroupedShape& shape, const Options& o) {
+  for (const std::optional<hg::Path> forced : {std::optional<hg::Path>(), std::optional<hg::Path>(hg::Path::kGather)}) {
+    if (dtype == "fp16") HIPGRAD_RETURN_IF_ERROR(measure_grouped<hipgrad::half>("fp16", false, shape, o, forced));
+    if (dtype == "bf16") HIPGRAD_RETURN_IF_ERROR(measure_grouped<hipgrad::bfloat16>("bf16", false, shape, o, forced));
+    if (dtype == "tf32") HIPGRAD_RETURN_IF_ERROR(measure_grouped<float>("tf32", true, shape, o, forced));
+  }
+  return Status::ok();
+}
+
+/// "COUNTxMxNxK" → shape; false when it does not read as four positive numbers.
+bool parse_grouped_shape(const std::string& text, GroupedShape* shape) {
+  long long v[4] = {0, 0, 0, 0};
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%lldx%lldx%lldx%lld%c", &v[0], &v[1], &v[2], &v[3], &tail) != 4) return false;
+  *shape = {v[0], v[1], v[2], v[3]};
+  return v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0;
+}
+
 // ---- --host-overhead ---------------------------------------------------------------------------
 
 /// One table row: host µs per run() of a packed row-major size³ problem on `algorithm`
@@ -183,10 +283,24 @@ Status host_overhead(int calls) {
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "sizes", "repeats", "configs", "host-overhead", "calls"});
+  if (s.is_ok()) {
+    s = args.reject_unknown_options(
+        {"dtypes", "sizes", "repeats", "configs", "host-overhead", "calls", "layouts", "grouped"});
+  }
   Options o;
   o.repeats = static_cast<int>(args.get_int("repeats", 20));
   o.all_configs = args.get_string("configs", "all") == "all";
+  const std::vector<std::string> layouts = hipgrad::bench::split_list(args.get_string("layouts", "rr"));
+  const std::string grouped = args.get_string("grouped", "");
+  GroupedShape grouped_shape;
+  if (s.is_ok() && !grouped.empty() && !parse_grouped_shape(grouped, &grouped_shape)) {
+    s = Status::invalid_argument("--grouped takes COUNTxMxNxK, e.g. 32x4096x128x2304, not " + grouped);
+  }
+  for (const std::string& l : layouts) {
+    if (s.is_ok() && (l.size() != 2 || (l[0] != 'r' && l[0] != 'c') || (l[1] != 'r' && l[1] != 'c'))) {
+      s = Status::invalid_argument("--layouts takes rr, rc, cr, cc, not " + l);
+    }
+  }
   const bool host_overhead_mode = args.get_bool("host-overhead", false);
   const auto calls = static_cast<int>(args.get_int("calls", 1000));
   if (s.is_ok()) s = args.option_status();
@@ -201,13 +315,26 @@ int main(int argc, char** argv) {
     if (!s.is_ok()) std::fprintf(stderr, "bench_gemm: %s\n", s.to_string().c_str());
     return s.is_ok() ? 0 : 1;
   }
-  for (const std::string& size : hipgrad::bench::split_list(args.get_string("sizes", "4096,8192"))) {
-    for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,tf32,fp32"))) {
-      s = run(dtype, std::stoll(size), o);
-      if (!s.is_ok()) {
-        std::fprintf(stderr, "bench_gemm: %s %s: %s\n", dtype.c_str(), size.c_str(), s.to_string().c_str());
-        return 1;
+  const std::vector<std::string> dtypes = hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,tf32,fp32"));
+  for (const std::string& l : layouts) {
+    o.a_layout = l[0] == 'r' ? hg::Layout::kRowMajor : hg::Layout::kColMajor;
+    o.b_layout = l[1] == 'r' ? hg::Layout::kRowMajor : hg::Layout::kColMajor;
+    for (const std::string& size : hipgrad::bench::split_list(args.get_string("sizes", "4096,8192"))) {
+      for (const std::string& dtype : dtypes) {
+        s = run(dtype, std::stoll(size), o);
+        if (!s.is_ok()) {
+          std::fprintf(stderr, "bench_gemm: %s %s %s: %s\n", l.c_str(), dtype.c_str(), size.c_str(),
+                       s.to_string().c_str());
+          return 1;
+        }
       }
+    }
+  }
+  for (const std::string& dtype : grouped.empty() ? std::vector<std::string>() : dtypes) {
+    s = run_grouped(dtype, grouped_shape, o);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "bench_gemm: grouped %s: %s\n", dtype.c_str(), s.to_string().c_str());
+      return 1;
     }
   }
   return 0;

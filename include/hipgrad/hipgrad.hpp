@@ -26,6 +26,7 @@
 #include "hipgrad/primitives/block_reduce.hpp"
 #include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/gather_mainloop.hpp"
+#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 #include "hipgrad/primitives/gemm/launcher.hpp"
 #include "hipgrad/primitives/gemm/mma_atom.hpp"

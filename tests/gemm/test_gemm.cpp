@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "gemm/gemm_test_kinds.hpp"
 #include "hipgrad/core/device_info.hpp"
 #include "hipgrad/host/check.hpp"
 #include "hipgrad/host/device_buffer.hpp"
@@ -36,19 +37,14 @@ using hipgrad::Index;
 using hipgrad::Status;
 using namespace hipgrad::host;
 namespace hg = hipgrad::gemm;
+using gemm_test::decimal_tolerance;
+using gemm_test::is_exact_fp32;
+using gemm_test::Kinds;
 using hg::Algorithm;
 using hg::Layout;
 
 constexpr Layout kRow = Layout::kRowMajor;
 constexpr Layout kCol = Layout::kColMajor;
-
-/// A data type and whether fp32 may use TF32.
-template <typename T, bool kTf32 = false>
-struct Kind {
-  using Type = T;
-  static constexpr bool kAllowTf32 = kTf32;
-};
-using Kinds = ::testing::Types<Kind<float>, Kind<float, true>, Kind<hipgrad::half>, Kind<hipgrad::bfloat16>>;
 
 struct Size {
   Index m, n, k;
@@ -156,22 +152,6 @@ const T* upload(const Tensor<T>& t, Index offset, DeviceBuffer<T>* buffer, Statu
   return status->is_ok() ? buffer->data() + offset : nullptr;
 }
 
-/// Tolerance for decimal data: that of sums of K products of inputs in [-1, 1), and for TF32 the
-/// reduction of each input to a 10-bit mantissa: relative 2^-11 each when rounded (mma.sync), and
-/// with wgmma one operand rounded and the one read from shared memory truncated (below 2^-10), so
-/// at most 1.5·2^-10 per product of inputs in [-1, 1], on average (|ab| = 1/4) well under 2^-10;
-/// the per-product errors add like a random walk, and 2^-9·√K covers twice it (the largest of
-/// ~10^5 elements lies beyond 4 standard deviations).
-template <typename T>
-Tolerance decimal_tolerance(Index k, bool tf32) {
-  Tolerance t = sum_tolerance<T>(k);
-  if (tf32) {
-    t.rtol += 0x1.0p-10;
-    t.atol += 0x1.0p-9 * std::sqrt(static_cast<double>(k));
-  }
-  return t;
-}
-
 /// What check_gemm requires of the path run() takes.
 enum class ExpectPath { kEither, kMatrix, kSimt };
 
@@ -257,13 +237,6 @@ bool matrix_config_fits() {
   const hipgrad::DeviceInfo& device = hipgrad::current_device_info();
   return device.known && hg::device_has_matrix_atoms(device.device) &&
          static_cast<std::size_t>(Cfg::template shared_bytes<T>()) <= device.shared_per_block_opt_in;
-}
-
-/// Whether a Kind is fp32 without TF32 (the SIMT path only). A function, not a constant
-/// expression, so that the tests that skip it do not read as unreachable code to the compiler.
-template <typename K>
-bool is_exact_fp32() {
-  return std::is_same_v<typename K::Type, float> && !K::kAllowTf32;
 }
 
 template <typename K>

@@ -6,8 +6,10 @@
 ///        descriptors address each element where the tile stores it (the PTX canonical layouts),
 ///        the accumulator maps cover their atoms once and put documented (lane, register) pairs
 ///        where the hardware does (PTX mma.m16n8k16/k8 and wgmma, AMD's matrix instruction
-///        calculator for the MFMA 32x32 instructions), and the grouped block order visits every
-///        tile once.
+///        calculator for the MFMA 32x32 instructions), the grouped block order visits every
+///        tile once, the gather producer's threads copy every chunk of a tile once, and the
+///        operand loaders' split states (mn_state, k_state, advance_k) address what vector(mn, k)
+///        does, with 64-bit offsets.
 
 #include <gtest/gtest.h>
 
@@ -18,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "hipgrad/primitives/gemm/gather_mainloop.hpp"
 #include "hipgrad/primitives/gemm/mma_atom.hpp"
+#include "hipgrad/primitives/gemm/operand_loader.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
 #include "hipgrad/primitives/gemm/wgmma_atom.hpp"
@@ -313,6 +317,87 @@ TEST(GemmLayout, GroupedTileOrderVisitsEveryTileOnce) {
       }
     }
   }
+}
+
+/// The gather producer's 128 threads (thread t: chunk t mod P of rows t / P + i·128 / P) copy
+/// every chunk of a tile exactly once, for the tiles of the default configurations.
+template <typename Tile>
+void expect_gather_split_covers_tile() {
+  using Split = hg::detail::GatherSplit<Tile>;
+  ASSERT_TRUE(Split::kSupported);
+  std::vector<int> copies(Tile::kRows * Split::kChunksPerRow, 0);
+  for (int thread = 0; thread < 128; ++thread) {
+    for (int i = 0; i < Split::kChunksPerThread; ++i) {
+      const int row = thread / Split::kChunksPerRow + i * Split::kRowStep, chunk = thread % Split::kChunksPerRow;
+      ASSERT_LT(row, Tile::kRows);
+      ++copies[row * Split::kChunksPerRow + chunk];
+    }
+  }
+  for (std::size_t c = 0; c < copies.size(); ++c) EXPECT_EQ(copies[c], 1) << "chunk " << c;
+}
+
+template <typename T>
+void expect_gather_splits_of_default_config() {
+  using Cfg = hg::DefaultConfigFor<T>;
+  expect_gather_split_covers_tile<hg::OperandTile<T, Cfg::kBlockM, Cfg::kBlockK, true>>();
+  expect_gather_split_covers_tile<hg::OperandTile<T, Cfg::kBlockM, Cfg::kBlockK, false>>();
+  expect_gather_split_covers_tile<hg::OperandTile<T, Cfg::kBlockN, Cfg::kBlockK, true>>();
+  expect_gather_split_covers_tile<hg::OperandTile<T, Cfg::kBlockN, Cfg::kBlockK, false>>();
+}
+
+TEST(GemmLayout, GatherProducerCopiesEveryChunkOnce) {
+  expect_gather_splits_of_default_config<hipgrad::half>();
+  expect_gather_splits_of_default_config<float>();
+}
+
+/// vector(mn_state(mn), k_state(k), length) is vector(mn, k, length) everywhere, edges and
+/// outside included, and advance_k reaches the state k_state would make.
+template <typename T, bool kKContiguous>
+void expect_split_states_match_vector() {
+  constexpr int kMn = 5, kK = 11, kStride = 13;
+  std::vector<T> storage(kStride * kStride);
+  const hg::DenseOperand<T, kKContiguous> op{storage.data(), kStride, kMn, kK};
+  for (int length : {1, 4, 8}) {
+    for (int mn = 0; mn < kMn + 3; ++mn) {
+      auto k_state = op.k_state(0);
+      for (int k = 0; k < kK + 3; ++k) {
+        const hg::VectorSource<T> direct = op.vector(mn, k, length);
+        const hg::VectorSource<T> split = op.vector(op.mn_state(mn), op.k_state(k), length);
+        const hg::VectorSource<T> advanced = op.vector(op.mn_state(mn), k_state, length);
+        SCOPED_TRACE("mn " + std::to_string(mn) + ", k " + std::to_string(k) + ", length " + std::to_string(length));
+        EXPECT_EQ(split.valid, direct.valid);
+        EXPECT_EQ(advanced.valid, direct.valid);
+        if (direct.valid > 0) {
+          EXPECT_EQ(split.pointer, direct.pointer);
+          EXPECT_EQ(advanced.pointer, direct.pointer);
+        }
+        op.advance_k(k_state, 1);
+      }
+    }
+  }
+}
+
+TEST(GemmLayout, LoaderSplitStatesAddressWhatVectorDoes) {
+  expect_split_states_match_vector<float, true>();
+  expect_split_states_match_vector<float, false>();
+  expect_split_states_match_vector<hipgrad::half, true>();
+  expect_split_states_match_vector<hipgrad::half, false>();
+}
+
+/// Offsets beyond 2^31 elements: rows of 2^20 elements, 2^12 + 3 of them (never dereferenced).
+TEST(GemmLayout, LoaderOffsetsAre64Bit) {
+  const hipgrad::Index stride = hipgrad::Index{1} << 20;
+  const int rows = (1 << 12) + 3;
+  const auto* base = reinterpret_cast<const hipgrad::half*>(std::uintptr_t{1} << 40);
+  const hg::DenseOperand<hipgrad::half, true> k_rows{base, stride, rows, 64};
+  const hg::DenseOperand<hipgrad::half, false> k_columns{base, stride, 64, rows};
+  const hipgrad::Index expected = static_cast<hipgrad::Index>(rows - 1) * stride + 8;
+  EXPECT_EQ(k_rows.vector(rows - 1, 8, 8).pointer - base, expected);
+  EXPECT_EQ(k_rows.vector(k_rows.mn_state(rows - 1), k_rows.k_state(8), 8).pointer - base, expected);
+  EXPECT_EQ(k_columns.vector(8, rows - 1, 8).pointer - base, expected);
+  auto k = k_columns.k_state(rows - 3);
+  k_columns.advance_k(k, 2);
+  EXPECT_EQ(k_columns.vector(k_columns.mn_state(8), k, 8).pointer - base, expected);
 }
 
 }  // namespace

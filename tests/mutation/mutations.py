@@ -69,6 +69,18 @@ MUTATIONS = [
         targets=GEMM,
         filter={"test_gemm": GEMM_ALL},
     ),
+    # The split states the gather kernel's producer copies through (mn_state / k_state /
+    # advance_k): GatherKernelEveryLayout forces the gather kernel on every layout, and the CPU
+    # check LoaderSplitStatesAddressWhatVectorDoes compares them with vector(mn, k).
+    dict(
+        id="gemm_loader_split_k_off_by_one",
+        bug="GEMM operand loader's k state (the gather producer's) names element k+1 for k",
+        file="include/hipgrad/primitives/gemm/operand_loader.hpp",
+        old="KState k_state(int k) const { return state<!kKContiguous>(k); }",
+        new="KState k_state(int k) const { return state<!kKContiguous>(k + 1); }",
+        targets=GEMM,
+        filter={"test_gemm": "GemmTest*Gather*:GemmLayout*"},
+    ),
     # The TMA kernel's own K coordinate (the producers' walk, for_each_free_stage, which the gather
     # kernel shares): on sm_90a kAuto takes the TMA kernel for aligned
     # fp16/bf16/TF32 operands (OddSizesEveryLayout's padded layouts, AlphaBeta, SplitK's padded
@@ -78,8 +90,8 @@ MUTATIONS = [
         id="gemm_tma_k_off_by_one",
         bug="GEMM TMA producer loads the K tiles of A and B one element too far along K",
         file="include/hipgrad/primitives/gemm/tma_mainloop.hpp",
-        old="fill(s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);",
-        new="fill(s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK + 1);",
+        old="fill(a, b, s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);",
+        new="fill(a, b, s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK + 1);",
         targets=GEMM,
         filter={"test_gemm": GEMM_ALL},
     ),

@@ -113,6 +113,10 @@ template <typename Kernel>
 inline hipError_t hipFuncSetAttribute(Kernel* kernel, hipFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
 }
+using hipFuncAttributes = cudaFuncAttributes;
+inline hipError_t hipFuncGetAttributes(hipFuncAttributes* attributes, const void* kernel) {
+  return cudaFuncGetAttributes(attributes, kernel);
+}
 template <typename Kernel>
 inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel kernel, int block_size,
                                                                size_t dynamic_shared_bytes) {

@@ -1,6 +1,7 @@
 /// @file kernel_attributes.hpp
 /// @brief A kernel's opt-ins, made once per kernel and device for the life of the process: more
-///        dynamic shared memory than the default 48 KB, and clusters above the portable size.
+///        dynamic shared memory than the default 48 KB, and clusters above the portable size;
+///        and what the compiler gave a kernel (registers, local memory).
 #pragma once
 
 #include <cstddef>
@@ -68,6 +69,26 @@ hipError_t opt_in_large_clusters(void (*kernel)(Params...)) {
     if (e == hipSuccess) made.large_clusters = true;
     return e;
   });
+}
+
+/// What the compiler gave a kernel, per thread: registers, and local memory (register spills
+/// and stack); static shared memory per block. `known` is false where the runtime did not say.
+struct KernelResources {
+  bool known = false;
+  int registers = 0;
+  std::size_t local_bytes = 0;
+  std::size_t static_shared_bytes = 0;
+};
+
+template <typename... Params>
+KernelResources kernel_resources(void (*kernel)(Params...)) {
+  hipFuncAttributes attributes{};
+  if (hipFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)) != hipSuccess) {
+    (void)hipGetLastError();
+    return {};
+  }
+  return {true, attributes.numRegs, static_cast<std::size_t>(attributes.localSizeBytes),
+          static_cast<std::size_t>(attributes.sharedSizeBytes)};
 }
 
 }  // namespace hipgrad

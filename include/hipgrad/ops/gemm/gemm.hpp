@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "hipgrad/core/device_info.hpp"
+#include "hipgrad/core/kernel_attributes.hpp"
 #include "hipgrad/core/memory_ranges.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/workspace.hpp"
@@ -95,6 +96,14 @@ class Gemm {
                     layout_letter(problem.c_layout) + "_" + tile_gemm_kernel_name<Cfg>(planned);
     if (problem.split_k > 1) s += "_splitk" + std::to_string(problem.split_k);
     return s;
+  }
+
+  /// What the compiler gave the kernel run() takes for these arguments (registers, spills).
+  static KernelResources resources(const Problem& problem, const Args& args = Args{}) {
+    const TileGemmPlan planned = plan(problem, args);
+    return with_loaders(problem, args, [&](const auto& a, const auto& b) {
+      return LauncherFor<decltype(a), decltype(b)>::resources(planned);
+    });
   }
 
  private:

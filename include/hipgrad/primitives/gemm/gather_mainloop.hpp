@@ -11,50 +11,161 @@
 /// barrier completes once all 128 threads' copies are in, without the producer waiting for them.
 /// The consumers fence each landed stage for the asynchronous proxy (cp.async writes through the
 /// generic proxy, wgmma reads through the asynchronous one) before their wgmmas read it.
+///
+/// The producer has few registers and issues every copy itself, so a chunk's index arithmetic is
+/// split by what it depends on (the loaders' mn_state / k_state): thread t copies chunk t mod P
+/// of every (128 / P)-th row (P chunks a row), so all its chunks of an operand share one column
+/// and that column's state is made once per K tile (K-contiguous tiles, whose columns are k) or
+/// once per work item (MN-contiguous tiles). The rows of a K-contiguous tile are the tile's mn,
+/// whose states the producer writes to a table in shared memory once per work item; those of an
+/// MN-contiguous tile are k, whose state is advanced from row to row (advance_k).
 #pragma once
 
 #include <cstdint>
 
 #include "hipgrad/core/config.hpp"
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/primitives/gemm/tile_copy.hpp"
 #include "hipgrad/primitives/gemm/tma_mainloop.hpp"
 
 namespace hipgrad::gemm {
 
+namespace detail {
+
+/// How the 128 producer threads share one operand tile: P chunks a row, a thread's chunks
+/// (128 / P) rows apart.
+template <typename Tile>
+struct GatherSplit {
+  static constexpr int kChunksPerRow = Tile::Layout::kChunks;
+  static constexpr int kRowStep = 128 / kChunksPerRow;
+  static constexpr int kChunksPerThread = kRowStep > 0 ? Tile::kRows / kRowStep : 0;
+  static constexpr bool kSupported = kRowStep > 0 && 128 % kChunksPerRow == 0 && Tile::kRows % kRowStep == 0;
+};
+
+/// Shared-memory bytes of a tile's table of row states: the mn states of a K-contiguous tile
+/// (16-byte aligned), none for an MN-contiguous one.
+template <typename Tile, typename Loader>
+constexpr int gather_table_bytes() {
+  return Tile::kKContiguous ? round_up(Tile::kRows * static_cast<int>(sizeof(typename Loader::MnState)), 16) : 0;
+}
+
+}  // namespace detail
+
 /// Whether the gather kernel runs Config Cfg with loaders A, B: what the TMA kernel's consumers
-/// run (tma_kernel_supported), for any loader of 16-byte aligned vectors.
+/// run (tma_kernel_supported), for loaders of 16-byte aligned vectors whose tiles the producer
+/// threads share evenly.
 template <typename Cfg, typename LoaderA, typename LoaderB>
 HIPGRAD_HOST_DEVICE constexpr bool gather_kernel_supported() {
-  return tma_kernel_supported<Cfg, LoaderA, LoaderB>();
+  if constexpr (tma_kernel_supported<Cfg, LoaderA, LoaderB>()) {
+    using Plan = WgmmaPlan<Cfg, LoaderA, LoaderB>;
+    return detail::GatherSplit<typename Plan::TileA>::kSupported &&
+           detail::GatherSplit<typename Plan::TileB>::kSupported;
+  } else {
+    return false;
+  }
+}
+
+/// Dynamic shared memory of the gather kernel: the TMA kernel's, and the producer's row tables.
+template <typename Cfg, typename LoaderA, typename LoaderB>
+constexpr int gather_kernel_shared_bytes() {
+  using T = typename LoaderA::Element;
+  using Plan = WgmmaPlan<Cfg, LoaderA, LoaderB>;
+  return tma_kernel_shared_bytes<Cfg, T>() + detail::gather_table_bytes<typename Plan::TileA, LoaderA>() +
+         detail::gather_table_bytes<typename Plan::TileB, LoaderB>();
 }
 
 namespace detail {
 
 #if defined(HIPGRAD_GEMM_TMA)
 
-/// The gather producer: its warpgroup's 128 threads wait for a free stage, copy their chunks of
-/// both tiles (copy_tile_async: every chunk by cp.async, zero-filled ones too, so that the
-/// arrival covers them) and arrive on the full barrier once those land.
+/// One operand's share of the producer's copies (see the file comment).
+template <typename Tile, typename Loader>
+struct GatherOperand {
+  using T = typename Loader::Element;
+  using MnState = typename Loader::MnState;
+  using Split = GatherSplit<Tile>;
+  static constexpr int kTableBytes = gather_table_bytes<Tile, Loader>();
+
+  /// At a work item's start: a K-contiguous tile's row table (rows thread, thread + 128, …),
+  /// else the state of the thread's column (its mn). The table is the producer's alone; the
+  /// caller brackets this with producer barriers.
+  HIPGRAD_DEVICE HIPGRAD_INLINE static MnState start_item(MnState* table, const Loader& loader, int mn_base,
+                                                          int thread) {
+    if constexpr (Tile::kKContiguous) {
+      for (int row = thread; row < Tile::kRows; row += 128) table[row] = loader.mn_state(mn_base + row);
+      return MnState{};
+    } else {
+      return loader.mn_state(mn_base + (thread % Split::kChunksPerRow) * Tile::kChunkElements);
+    }
+  }
+
+  /// The thread's chunks of the tile at k_base, every one by cp.async (zero-filled ones too, so
+  /// that the thread's arrival covers them).
+  HIPGRAD_DEVICE HIPGRAD_INLINE static void copy(char* tile, const MnState* table, const MnState& column,
+                                                 const Loader& loader, int k_base, int thread) {
+    constexpr int kBytes = static_cast<int>(sizeof(T));
+    const int chunk = thread % Split::kChunksPerRow, first_row = thread / Split::kChunksPerRow;
+    if constexpr (Tile::kKContiguous) {
+      const typename Loader::KState k = loader.k_state(k_base + chunk * Tile::kChunkElements);
+#pragma unroll 4
+      for (int i = 0; i < Split::kChunksPerThread; ++i) {
+        const int row = first_row + i * Split::kRowStep;
+        const VectorSource<T> source = loader.vector(table[row], k, Tile::kChunkElements);
+        copy_chunk_async(tile + Tile::Layout::chunk_offset(row, chunk), source.pointer, source.valid * kBytes);
+      }
+    } else {
+      (void)table;
+      typename Loader::KState k = loader.k_state(k_base + first_row);
+#pragma unroll 4
+      for (int i = 0; i < Split::kChunksPerThread; ++i) {
+        const int row = first_row + i * Split::kRowStep;
+        const VectorSource<T> source = loader.vector(column, k, Tile::kChunkElements);
+        copy_chunk_async(tile + Tile::Layout::chunk_offset(row, chunk), source.pointer, source.valid * kBytes);
+        loader.advance_k(k, Split::kRowStep);
+      }
+    }
+  }
+};
+
+/// The gather producer: its warpgroup's 128 threads make each work item's row states, then per K
+/// tile wait for a free stage, copy their chunks of both tiles and arrive on the full barrier
+/// once those land.
 template <typename Cfg, typename LoaderA, typename LoaderB>
 struct GatherProducer {
-  /// As the TMA producer: its copies run in a loop that is not unrolled (copy_tile_async), so
-  /// 40 registers hold them, and the consumers keep the most.
+  /// As the TMA producer's: the copies run in short loops (GatherOperand::copy), so 40 registers
+  /// hold them, and the consumers keep the most.
   static constexpr int kRegisters = 40;
   static constexpr int kArrivals = 128;
   static constexpr bool kFenceStages = true;
   using Plan = WgmmaPlan<Cfg, LoaderA, LoaderB>;
-  using TileA = typename Plan::TileA;
-  using TileB = typename Plan::TileB;
+  using CopyA = GatherOperand<typename Plan::TileA, LoaderA>;
+  using CopyB = GatherOperand<typename Plan::TileB, LoaderB>;
+  static constexpr int kSharedBytes = CopyA::kTableBytes + CopyB::kTableBytes;
+  static constexpr bool kTables = kSharedBytes > 0;
+  /// The producer warpgroup's own hardware barrier (the block's is 0).
+  static constexpr int kProducerBarrier = 1;
 
-  template <typename Ring>
-  HIPGRAD_DEVICE static void produce(const Ring& ring, const LoaderA& a, const LoaderB& b, int items, int tiles_m,
-                                     int tiles_n, int k_tiles, int per_split, int thread) {
-    for_each_free_stage<Cfg>(ring, items, tiles_m, tiles_n, k_tiles, per_split,
-                             [&](int s, int m_base, int n_base, int k) {
-                               copy_tile_async<TileA, 128>(ring.stage(s), a, m_base, k, thread);
-                               copy_tile_async<TileB, 128>(ring.stage(s) + TileA::kBytes, b, n_base, k, thread);
-                               mbarrier_arrive_when_copies_land(&ring.full[s]);
-                             });
+  template <typename Ring, typename Schedule>
+  HIPGRAD_DEVICE static void produce(const Ring& ring, const Schedule& schedule, int thread) {
+    auto* table_a = reinterpret_cast<typename LoaderA::MnState*>(ring.extra);
+    auto* table_b = reinterpret_cast<typename LoaderB::MnState*>(ring.extra + CopyA::kTableBytes);
+    typename LoaderA::MnState column_a{};
+    typename LoaderB::MnState column_b{};
+    for_each_free_stage<Cfg>(
+        ring, schedule,
+        [&](const LoaderA& a, const LoaderB& b, int m_base, int n_base) {
+          // Every thread is done with the last item's tables before they are rewritten, and sees
+          // the new ones before its first copy.
+          if constexpr (kTables) named_barrier_sync(kProducerBarrier, 128);
+          column_a = CopyA::start_item(table_a, a, m_base, thread);
+          column_b = CopyB::start_item(table_b, b, n_base, thread);
+          if constexpr (kTables) named_barrier_sync(kProducerBarrier, 128);
+        },
+        [&](const LoaderA& a, const LoaderB& b, int s, int, int, int k) {
+          CopyA::copy(ring.stage(s), table_a, column_a, a, k, thread);
+          CopyB::copy(ring.stage(s) + Plan::TileA::kBytes, table_b, column_b, b, k, thread);
+          mbarrier_arrive_when_copies_land(&ring.full[s]);
+        });
     // Copies still in flight when the thread exits complete all the same: the consumers wait
     // for the barriers they arrive on.
   }

@@ -14,6 +14,7 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/primitives/gemm/tile_copy.hpp"
 
 namespace hipgrad::gemm {
 
@@ -57,5 +58,50 @@ inline std::vector<long long> grouped_tile_starts(const std::vector<GroupedExten
   }
   return starts;
 }
+
+/// One sub-problem of a grouped launch: C = epilogue(A·B) with its own loaders (sizes, addresses,
+/// strides) and output placement. A.k_size() is its K; 0 writes the zero product.
+template <typename LoaderA, typename LoaderB, typename Epilogue>
+struct SubProblem {
+  LoaderA a;
+  LoaderB b;
+  Epilogue epilogue;
+};
+
+/// The sub-problems of a grouped launch as a kernel sees them, in device memory: `count`
+/// sub-problems and their item starts (grouped_tile_starts: count + 1 entries, the last `items`).
+template <typename LoaderA, typename LoaderB, typename Epilogue>
+struct GroupedProblems {
+  const SubProblem<LoaderA, LoaderB, Epilogue>* problems;
+  const long long* starts;
+  int count;
+  int items;
+};
+
+/// What a block does for work item `tile` of a sub-problem with loaders a, b: that output tile
+/// (grouped_tile's order) over the whole K; grouped launches do not split K.
+template <typename Cfg, typename LoaderA, typename LoaderB>
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE TileWork sub_problem_work(const LoaderA& a, const LoaderB& b, long long tile) {
+  const int tiles_m = ceil_div(a.mn_size(), Cfg::kBlockM), tiles_n = ceil_div(b.mn_size(), Cfg::kBlockN);
+  return {grouped_tile(static_cast<int>(tile), tiles_m, tiles_n), 0, 0, ceil_div(a.k_size(), Cfg::kBlockK)};
+}
+
+/// The work items of a grouped launch (as ProductSchedule's of one product): visit(item, f)
+/// finds the item's sub-problem, copies it from device memory, and calls f(a, b, epilogue, work).
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+struct GroupedSchedule {
+  GroupedProblems<LoaderA, LoaderB, Epilogue> problems;
+  int items;
+
+  HIPGRAD_DEVICE explicit GroupedSchedule(const GroupedProblems<LoaderA, LoaderB, Epilogue>& p)
+      : problems(p), items(p.items) {}
+
+  template <typename Visit>
+  HIPGRAD_DEVICE HIPGRAD_INLINE void visit(int item, Visit&& visit) const {
+    const GroupedItem at = find_grouped_item(problems.starts, problems.count, item);
+    const SubProblem<LoaderA, LoaderB, Epilogue> p = problems.problems[at.group];
+    visit(p.a, p.b, p.epilogue, sub_problem_work<Cfg>(p.a, p.b, at.tile));
+  }
+};
 
 }  // namespace hipgrad::gemm

@@ -46,6 +46,9 @@
 
 namespace hipgrad::gemm {
 
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+class GroupedGemmLauncher;
+
 /// The mainloops a launch can take.
 enum class Path {
   kTma,     ///< the warp-specialised, persistent TMA kernel (sm_90a)
@@ -169,7 +172,35 @@ class TileGemmLauncher {
     return launch_reduction(plan, epilogue, partials, stream);
   }
 
+  /// What the compiler gave the mainloop kernel `plan` launches (registers, local memory).
+  static KernelResources resources(const TileGemmPlan& plan) {
+    switch (plan.path) {
+      case Path::kTma:
+#if defined(HIPGRAD_BACKEND_CUDA)
+        if constexpr (kTmaKernel) {
+          return kernel_resources(
+              warp_specialised_tile_gemm<Cfg, StageProducer::kTma, typename TmaOperandOf<LoaderA>::type,
+                                         typename TmaOperandOf<LoaderB>::type, Epilogue>);
+        }
+#endif
+        return {};
+      case Path::kGather:
+#if defined(HIPGRAD_BACKEND_CUDA)
+        return kernel_resources(warp_specialised_tile_gemm<Cfg, StageProducer::kGather, LoaderA, LoaderB, Epilogue>);
+#else
+        return {};
+#endif
+      case Path::kMatrix: return kernel_resources(mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>);
+      case Path::kSimt: break;
+    }
+    return kernel_resources(simt_tile_gemm<LoaderA, LoaderB, Epilogue>);
+  }
+
  private:
+  // The grouped launcher applies the same path rules to each of its sub-problems.
+  template <typename, typename, typename, typename>
+  friend class GroupedGemmLauncher;
+
   static constexpr int kChunkElements = 16 / static_cast<int>(sizeof(T));
   static constexpr bool kWgmmaConfig = WgmmaPlan<Cfg, LoaderA, LoaderB>::kSupported;
 
@@ -209,13 +240,20 @@ class TileGemmLauncher {
     return detail::grid_blocker(tiling_of(Path::kMatrix, a, b, request.split_k));
   }
 
+  static constexpr int warp_specialised_shared_bytes(Path path) {
+    if constexpr (kGatherKernel) {
+      if (path == Path::kGather) return gather_kernel_shared_bytes<Cfg, LoaderA, LoaderB>();
+    }
+    return tma_kernel_shared_bytes<Cfg, T>();
+  }
+
   /// What both producers of the warp-specialised kernel need once its loaders and configuration
   /// suit it: code for sm_90a, its shared memory, and a persistent walk of at most 2^31 − 1 work
   /// items (null when it runs).
   static const char* warp_specialised_blocker(Path path, const LoaderA& a, const LoaderB& b,
                                               const TileGemmRequest& request, const DeviceInfo& device) {
     if (!device_runs_wgmma(device.device)) return "the code loaded for this device was not compiled for sm_90a";
-    if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
+    if (static_cast<std::size_t>(warp_specialised_shared_bytes(path)) > device.shared_per_block_opt_in) {
       return "the configuration needs more shared memory per block than the device allows";
     }
     const detail::Tiling t = tiling_of(path, a, b, request.split_k);
@@ -292,7 +330,7 @@ class TileGemmLauncher {
       case Path::kGather:
         plan.blocks = static_cast<unsigned>(items < device.multiprocessors ? items : device.multiprocessors);
         plan.threads = tma_kernel_threads<Cfg>();
-        plan.shared_bytes = tma_kernel_shared_bytes<Cfg, T>();
+        plan.shared_bytes = warp_specialised_shared_bytes(plan.path);
         plan.wgmma = true;
         break;
       case Path::kMatrix:

@@ -12,6 +12,19 @@
 ///       // the contiguous dimension exist (0..length), which lie at consecutive addresses; with 0
 ///       // the address is any readable one and (mn, k) reads as zero
 ///   bool vectors_aligned(int length) const; // every vector(…, length) start is length·sizeof(T) aligned
+///   static constexpr int kMaxVector;        // optional: vector() returns at most this many
+///                                           // (LoaderMaxVector); the SIMT path then asks element by element
+///
+/// and, for the mainloops that keep per-row state across K tiles, the same vector in two halves:
+///
+///   MnState mn_state(int mn) const;         // what depends on mn alone (a row's address, bounds)
+///   KState k_state(int k) const;            // what depends on k alone
+///   void advance_k(KState&, int delta) const;  // to k_state(k + delta), cheaper where it can be
+///   VectorSource<T> vector(const MnState&, const KState&, int length) const;
+///       // equal to vector(mn, k, length) for the mn and k the states were made from
+///
+/// so that an index decomposition is paid once per row of a tile, not once per 16-byte copy.
+/// Offsets are 64-bit (Index): a tensor may hold more than 2^31 elements.
 ///
 /// DenseOperand below is a row- or column-major matrix. An implicit-im2col loader of a
 /// convolution provides the same members: with channels-last tensors a K vector is `length`
@@ -20,11 +33,23 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/strides.hpp"
 
 namespace hipgrad::gemm {
+
+/// The longest vector a loader's vector() returns: Loader::kMaxVector where it declares one (1:
+/// its elements are read one at a time, as with channels that are not contiguous), else any.
+template <typename Loader, typename = void>
+struct LoaderMaxVector {
+  static constexpr int value = 1 << 30;
+};
+template <typename Loader>
+struct LoaderMaxVector<Loader, std::void_t<decltype(Loader::kMaxVector)>> {
+  static constexpr int value = Loader::kMaxVector;
+};
 
 template <typename T>
 struct VectorSource {
@@ -55,9 +80,61 @@ struct DenseOperand {
     return {data + static_cast<Index>(outer) * stride + inner, rest < length ? rest : length};
   }
 
+  /// The two halves of an element's place: the outer index (mn when K-contiguous, else k) with
+  /// the address of its row, and the inner index, along which vectors run.
+  struct Outer {
+    const T* row;
+    int index;
+  };
+  struct Inner {
+    int index;
+  };
+  using MnState = std::conditional_t<kKContiguous, Outer, Inner>;
+  using KState = std::conditional_t<kKContiguous, Inner, Outer>;
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE MnState mn_state(int mn) const { return state<kKContiguous>(mn); }
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE KState k_state(int k) const { return state<!kKContiguous>(k); }
+  /// k_state(k.index + delta), by one 64-bit addition where k is the outer index.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void advance_k(KState& k, int delta) const {
+    if constexpr (!kKContiguous) k.row += static_cast<Index>(delta) * stride;
+    k.index += delta;
+  }
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE VectorSource<T> vector(const MnState& mn, const KState& k, int length) const {
+    const Outer& outer = pick_outer(mn, k);
+    const int inner = pick_inner(mn, k).index;
+    const int outer_size = kKContiguous ? mn_extent : k_extent, inner_size = kKContiguous ? k_extent : mn_extent;
+    const int rest = inner_size - inner;
+    // Selects, not branches: the copy loops stay straight.
+    const bool inside = outer.index < outer_size && rest > 0;
+    return {inside ? outer.row + inner : data, inside ? (rest < length ? rest : length) : 0};
+  }
+
   HIPGRAD_HOST_DEVICE bool vectors_aligned(int length) const {
     const auto bytes = static_cast<std::uintptr_t>(length) * sizeof(T);
     return reinterpret_cast<std::uintptr_t>(data) % bytes == 0 && stride % length == 0;
+  }
+
+ private:
+  template <bool kOuter>
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::conditional_t<kOuter, Outer, Inner> state(int index) const {
+    if constexpr (kOuter) {
+      return {data + static_cast<Index>(index) * stride, index};
+    } else {
+      return {index};
+    }
+  }
+  HIPGRAD_HOST_DEVICE static const Outer& pick_outer(const MnState& mn, const KState& k) {
+    if constexpr (kKContiguous) {
+      return mn;
+    } else {
+      return k;
+    }
+  }
+  HIPGRAD_HOST_DEVICE static const Inner& pick_inner(const MnState& mn, const KState& k) {
+    if constexpr (kKContiguous) {
+      return k;
+    } else {
+      return mn;
+    }
   }
 };
 

@@ -20,6 +20,7 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/primitives/gemm/epilogue.hpp"
+#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 #include "hipgrad/primitives/gemm/mma_atom.hpp"
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
 #include "hipgrad/primitives/gemm/pipeline.hpp"
@@ -144,13 +145,9 @@ struct MatrixMainloop {
   }
 
   HIPGRAD_DEVICE static void run(char* shared, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
-                                 int k_tiles_per_split) {
-    const int tiles_m = ceil_div(a.mn_size(), Cfg::kBlockM), tiles_n = ceil_div(b.mn_size(), Cfg::kBlockN);
-    const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
-    const int m_base = tile.m * Cfg::kBlockM, n_base = tile.n * Cfg::kBlockN;
-    const int k_tiles = ceil_div(a.k_size(), Cfg::kBlockK);
-    const int kt_begin = static_cast<int>(blockIdx.z) * k_tiles_per_split;
-    const int kt_count = (k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split);
+                                 const TileWork& w) {
+    const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
+    const int kt_begin = w.kt_begin, kt_count = w.kt_count;
     const int warp = static_cast<int>(threadIdx.x) / Atom::kLanes, lane = static_cast<int>(threadIdx.x) % Atom::kLanes;
     const int warp_m0 = (warp / Cfg::kWarpsN) * Cfg::kWarpM, warp_n0 = (warp % Cfg::kWarpsN) * Cfg::kWarpN;
 
@@ -184,7 +181,7 @@ struct MatrixMainloop {
     for (int e = 0; e < Atom::kAccumulators; ++e) {
       const AccumulatorCoord c = Atom::accumulator(lane, e);
       epilogue.store(m_base + warp_m0 + i * Atom::kM + c.m, n_base + warp_n0 + j * Atom::kN + c.n, acc[i][j][e],
-                     static_cast<int>(blockIdx.z));
+                     w.split);
     }
   }
 };
@@ -197,12 +194,13 @@ constexpr int matrix_kernel_threads() {
   return Cfg::kWarps * kMatrixAtomLanes;
 }
 
-/// The matrix tile GEMM: one block per (block tile, K split); grid (tiles_m·tiles_n, 1, splits),
-/// matrix_kernel_threads<Cfg>() threads, Cfg::shared_bytes<T>() of dynamic shared memory. Only
-/// for devices where device_has_matrix_atoms(): in other device passes the body traps.
+namespace detail {
+
+/// One block of the matrix tile GEMM: `w` of the product of a and b, on the wgmma mainloop where
+/// it runs the loaders (sm_90a), else on the matrix atoms; traps where there are none.
 template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
-__global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
-    mma_tile_gemm(LoaderA a, LoaderB b, Epilogue epilogue, int k_tiles_per_split) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void matrix_block(const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
+                                                const TileWork& w) {
   using Atom = typename MatrixAtomFor<typename LoaderA::Element>::type;
   static_assert(std::is_same_v<typename LoaderA::Element, typename LoaderB::Element>, "A and B must share a type");
   if constexpr (Atom::kAvailable) {
@@ -213,14 +211,35 @@ __global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
               Cfg::kSharedAlignment;
 #if defined(HIPGRAD_GEMM_WGMMA)
     if constexpr (WgmmaPlan<Cfg, LoaderA, LoaderB>::kSupported) {
-      detail::WgmmaMainloop<Cfg, LoaderA, LoaderB, Epilogue>::run(shared, a, b, epilogue, k_tiles_per_split);
+      WgmmaMainloop<Cfg, LoaderA, LoaderB, Epilogue>::run(shared, a, b, epilogue, w);
       return;
     }
 #endif
-    detail::MatrixMainloop<Cfg, Atom, LoaderA, LoaderB, Epilogue>::run(shared, a, b, epilogue, k_tiles_per_split);
+    MatrixMainloop<Cfg, Atom, LoaderA, LoaderB, Epilogue>::run(shared, a, b, epilogue, w);
   } else {
     __builtin_trap();
   }
+}
+
+}  // namespace detail
+
+/// The matrix tile GEMM: one block per (block tile, K split); grid (tiles_m·tiles_n, 1, splits),
+/// matrix_kernel_threads<Cfg>() threads, Cfg::shared_bytes<T>() of dynamic shared memory. Only
+/// for devices where device_has_matrix_atoms(): in other device passes the body traps.
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
+    mma_tile_gemm(LoaderA a, LoaderB b, Epilogue epilogue, int k_tiles_per_split) {
+  detail::matrix_block<Cfg>(a, b, epilogue, block_tile_work<Cfg>(a, b, k_tiles_per_split));
+}
+
+/// The matrix tile GEMM over the sub-problems of a grouped launch: one block per work item
+/// (grid problems.items), no K split; threads and shared memory as mma_tile_gemm's.
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
+    grouped_mma_tile_gemm(const GroupedProblems<LoaderA, LoaderB, Epilogue> problems) {
+  GroupedSchedule<Cfg, LoaderA, LoaderB, Epilogue>(problems).visit(
+      static_cast<int>(blockIdx.x), [](const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
+                                       const TileWork& w) { detail::matrix_block<Cfg>(a, b, epilogue, w); });
 }
 
 namespace detail {
@@ -240,6 +259,16 @@ struct SimtFragment {
 
   HIPGRAD_DEVICE HIPGRAD_INLINE void load(const Loader& loader, int mn_base, int k_base, bool vectors) {
     const int t = static_cast<int>(threadIdx.x);
+    if constexpr (LoaderMaxVector<Loader>::value < 4) {
+      // Elements one at a time: the next one along the row need not be at the next address.
+      HIPGRAD_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        const int mn = mn_base + mn_offset(t) + (Loader::kKContiguous ? 0 : j);
+        const VectorSource<T> e = loader.vector(mn, k_base + k_offset(t) + (Loader::kKContiguous ? j : 0), 1);
+        v[j] = e.valid > 0 ? type_convert<float>(*e.pointer) : 0.0f;
+      }
+      return;
+    }
     const VectorSource<T> s = loader.vector(mn_base + mn_offset(t), k_base + k_offset(t), 4);
     if (vectors && s.valid == 4) {
       const Vector<T, 4> x = load_vector<4>(s.pointer);
@@ -263,16 +292,10 @@ struct SimtFragment {
   }
 };
 
-}  // namespace detail
-
-/// The SIMT tile GEMM: 128 × 128 block tiles, 256 threads each computing two 4 × 4 blocks in
-/// each dimension (rows 4·ty.. and 64 + 4·ty..: float4 shared reads, broadcast across the warp).
-/// Global loads of tile t + 1 go to registers while tile t is computed from shared memory, then
-/// to the other shared buffer: one barrier per tile. `vectors`: every 4-element vector of A and
-/// B is aligned (loaders' vectors_aligned(4)).
+/// One block of the SIMT tile GEMM: `w` of the product of a and b.
 template <typename LoaderA, typename LoaderB, typename Epilogue>
-__global__ void __launch_bounds__(SimtConfig::kThreads)
-    simt_tile_gemm(LoaderA a, LoaderB b, Epilogue epilogue, int k_tiles_per_split, bool vectors) {
+HIPGRAD_DEVICE HIPGRAD_INLINE void simt_block(const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
+                                              const TileWork& w, bool vectors) {
   using C = SimtConfig;
   using FragA = detail::SimtFragment<LoaderA>;
   using FragB = detail::SimtFragment<LoaderB>;
@@ -283,12 +306,8 @@ __global__ void __launch_bounds__(SimtConfig::kThreads)
   auto* tile_a = reinterpret_cast<typename FragA::Tile*>(tile_a_storage);
   auto* tile_b = reinterpret_cast<typename FragB::Tile*>(tile_b_storage);
 
-  const int tiles_m = ceil_div(a.mn_size(), C::kBlockM), tiles_n = ceil_div(b.mn_size(), C::kBlockN);
-  const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
-  const int m_base = tile.m * C::kBlockM, n_base = tile.n * C::kBlockN;
-  const int k_tiles = ceil_div(a.k_size(), C::kBlockK);
-  const int kt_begin = static_cast<int>(blockIdx.z) * k_tiles_per_split;
-  const int kt_count = k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split;
+  const int m_base = w.tile.m * C::kBlockM, n_base = w.tile.n * C::kBlockN;
+  const int kt_begin = w.kt_begin, kt_count = w.kt_count;
   const int ty = static_cast<int>(threadIdx.x) / 16, tx = static_cast<int>(threadIdx.x) % 16;
 
   float acc[C::kThreadM][C::kThreadN];
@@ -334,8 +353,30 @@ __global__ void __launch_bounds__(SimtConfig::kThreads)
   HIPGRAD_UNROLL
   for (int i = 0; i < C::kThreadM; ++i) HIPGRAD_UNROLL
   for (int j = 0; j < C::kThreadN; ++j)
-    epilogue.store(m_base + 64 * (i / 4) + 4 * ty + i % 4, n_base + 64 * (j / 4) + 4 * tx + j % 4, acc[i][j],
-                   static_cast<int>(blockIdx.z));
+    epilogue.store(m_base + 64 * (i / 4) + 4 * ty + i % 4, n_base + 64 * (j / 4) + 4 * tx + j % 4, acc[i][j], w.split);
+}
+
+}  // namespace detail
+
+/// The SIMT tile GEMM: 128 × 128 block tiles, 256 threads each computing two 4 × 4 blocks in
+/// each dimension (rows 4·ty.. and 64 + 4·ty..: float4 shared reads, broadcast across the warp).
+/// Global loads of tile t + 1 go to registers while tile t is computed from shared memory, then
+/// to the other shared buffer: one barrier per tile. `vectors`: every 4-element vector of A and
+/// B is aligned (loaders' vectors_aligned(4)).
+template <typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(SimtConfig::kThreads)
+    simt_tile_gemm(LoaderA a, LoaderB b, Epilogue epilogue, int k_tiles_per_split, bool vectors) {
+  detail::simt_block(a, b, epilogue, block_tile_work<SimtConfig>(a, b, k_tiles_per_split), vectors);
+}
+
+/// The SIMT tile GEMM over the sub-problems of a grouped launch: one block per work item (grid
+/// problems.items), no K split.
+template <typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(SimtConfig::kThreads)
+    grouped_simt_tile_gemm(const GroupedProblems<LoaderA, LoaderB, Epilogue> problems, bool vectors) {
+  GroupedSchedule<SimtConfig, LoaderA, LoaderB, Epilogue>(problems).visit(
+      static_cast<int>(blockIdx.x), [&](const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
+                                        const TileWork& w) { detail::simt_block(a, b, epilogue, w, vectors); });
 }
 
 }  // namespace hipgrad::gemm

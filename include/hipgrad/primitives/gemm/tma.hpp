@@ -228,6 +228,11 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_arrive_expect_bytes(std::uint64_t* b
 HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_arrive_when_copies_land(std::uint64_t* barrier) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(barrier)) : "memory");
 }
+/// A barrier of `threads` threads (whole warps) on hardware barrier `id` (1–15; 0 is the block's):
+/// one warpgroup's barrier that the block's other warps never meet.
+HIPGRAD_DEVICE HIPGRAD_INLINE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 /// Waits until the phase of parity `parity` has completed (a fresh barrier counts the phase
 /// before its first, of parity 1, as completed).
 HIPGRAD_DEVICE HIPGRAD_INLINE void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parity) {

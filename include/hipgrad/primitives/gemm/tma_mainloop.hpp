@@ -51,22 +51,6 @@ constexpr int tma_kernel_shared_bytes() {
   return Cfg::template shared_bytes<T>() + 16 * Cfg::kStages;
 }
 
-/// What the TMA kernel computes: output tile `tile`, K tiles [kt_begin, kt_begin + kt_count) of
-/// split `split`. Work item i (of tiles × splits) is tile i mod tiles of split i / tiles.
-struct TmaWork {
-  TileCoord tile;
-  int split;
-  int kt_begin;
-  int kt_count;
-};
-HIPGRAD_DEVICE HIPGRAD_INLINE TmaWork tma_work(int item, int tiles_m, int tiles_n, int k_tiles, int per_split) {
-  const int tiles = tiles_m * tiles_n;
-  const int split = item / tiles;
-  const int kt_begin = split * per_split;
-  const int rest = k_tiles - kt_begin;
-  return {grouped_tile(item % tiles, tiles_m, tiles_n), split, kt_begin, rest < per_split ? rest : per_split};
-}
-
 namespace detail {
 
 #if defined(HIPGRAD_GEMM_TMA)
@@ -76,8 +60,8 @@ namespace detail {
 /// A Producer provides kRegisters (what its warpgroup keeps after the hand-over), kArrivals (the
 /// arrivals that complete a full barrier's phase besides the bytes announced), kFenceStages
 /// (whether consumers fence a landed stage for the asynchronous proxy: copies the generic proxy
-/// wrote, which wgmma reads) and produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, per_split,
-/// thread), called by every thread of its warpgroup (`thread` 0–127).
+/// wrote, which wgmma reads), kSharedBytes (its own shared memory, Ring::extra) and
+/// produce(ring, schedule, thread), called by every thread of its warpgroup (`thread` 0–127).
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue, typename Producer>
 struct WarpSpecialisedMainloop {
   using Stages = WgmmaMainloop<Cfg, OperandA, OperandB, Epilogue>;
@@ -111,52 +95,53 @@ struct WarpSpecialisedMainloop {
     char* stages;
     std::uint64_t* full;
     std::uint64_t* empty;
+    char* extra;  ///< the producer's own Producer::kSharedBytes, after the barriers
     HIPGRAD_DEVICE char* stage(int s) const { return stages + s * kStageBytes; }
   };
 
   /// A consumer warpgroup's loop: per K tile wait for the stage, issue its wgmmas, release the
   /// stage whose wgmmas have finished; per work item hand the accumulators to the epilogue.
-  HIPGRAD_DEVICE static void consume(const Ring& ring, const Epilogue& epilogue, int items, int tiles_m, int tiles_n,
-                                     int k_tiles, int per_split) {
+  template <typename Schedule>
+  HIPGRAD_DEVICE static void consume(const Ring& ring, const Schedule& schedule) {
     const int thread = static_cast<int>(threadIdx.x);
     const int group = thread / 128, warp_in_group = (thread / 32) % 4, lane = thread % 32;
     const int row0 = group * Plan::kGroupRows;
     int s = 0;
     std::uint32_t pass = 0;
-    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
-      const TmaWork w = tma_work(item, tiles_m, tiles_n, k_tiles, per_split);
-      Accumulators acc;
-      Stages::zero(acc);
-      int previous = 0;
-      for (int t = 0; t < w.kt_count; ++t) {
-        mbarrier_wait(&ring.full[s], pass);
-        if constexpr (Producer::kFenceStages) fence_shared_for_async_proxy();
-        Stages::compute_stage(acc, ring.stage(s), row0, warp_in_group, lane);
-        wgmma_wait<kPendingBatches>();
-        Stages::pin(acc);
-        if (kPendingBatches == 0) {
-          if (lane == 0) mbarrier_arrive(&ring.empty[s]);
-        } else if (t > 0 && lane == 0) {
-          mbarrier_arrive(&ring.empty[previous]);
+    for (int item = static_cast<int>(blockIdx.x); item < schedule.items; item += static_cast<int>(gridDim.x)) {
+      schedule.visit(item, [&](const OperandA&, const OperandB&, const Epilogue& epilogue, const TileWork& w) {
+        Accumulators acc;
+        Stages::zero(acc);
+        int previous = 0;
+        for (int t = 0; t < w.kt_count; ++t) {
+          mbarrier_wait(&ring.full[s], pass);
+          if constexpr (Producer::kFenceStages) fence_shared_for_async_proxy();
+          Stages::compute_stage(acc, ring.stage(s), row0, warp_in_group, lane);
+          wgmma_wait<kPendingBatches>();
+          Stages::pin(acc);
+          if (kPendingBatches == 0) {
+            if (lane == 0) mbarrier_arrive(&ring.empty[s]);
+          } else if (t > 0 && lane == 0) {
+            mbarrier_arrive(&ring.empty[previous]);
+          }
+          previous = s;
+          if (++s == Cfg::kStages) s = 0, pass ^= 1u;
         }
-        previous = s;
-        if (++s == Cfg::kStages) s = 0, pass ^= 1u;
-      }
-      wgmma_wait<0>();
-      Stages::pin(acc);
-      if (kPendingBatches == 1 && w.kt_count > 0 && lane == 0) mbarrier_arrive(&ring.empty[previous]);
-      Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane,
-                    w.split);
+        wgmma_wait<0>();
+        Stages::pin(acc);
+        if (kPendingBatches == 1 && w.kt_count > 0 && lane == 0) mbarrier_arrive(&ring.empty[previous]);
+        Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane,
+                      w.split);
+      });
     }
   }
 
-  HIPGRAD_DEVICE static void run(char* shared, const OperandA& a, const OperandB& b, const Epilogue& epilogue,
-                                 int k_tiles_per_split, int splits) {
-    const int tiles_m = ceil_div(a.mn_size(), Cfg::kBlockM), tiles_n = ceil_div(b.mn_size(), Cfg::kBlockN);
-    const int k_tiles = ceil_div(a.k_size(), Cfg::kBlockK);
-    const int items = tiles_m * tiles_n * splits;
+  /// The block's part of one product (ProductSchedule) or of several (GroupedSchedule).
+  template <typename Schedule>
+  HIPGRAD_DEVICE static void run(char* shared, const Schedule& schedule) {
     const Ring ring{shared, reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes),
-                    reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes) + Cfg::kStages};
+                    reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes) + Cfg::kStages,
+                    shared + Cfg::kStages * (kStageBytes + 16)};
     const int thread = static_cast<int>(threadIdx.x);
     if (thread == 0) {
       for (int s = 0; s < Cfg::kStages; ++s) {
@@ -170,30 +155,33 @@ struct WarpSpecialisedMainloop {
     const int group = __shfl_sync(0xffffffffu, thread / 128, 0);
     if (group < kConsumerWarps / 4) {
       if constexpr (kHandOverRegisters) warpgroup_registers_increase<kConsumerRegisters>();
-      consume(ring, epilogue, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split);
+      consume(ring, schedule);
     } else {
       if constexpr (kHandOverRegisters) warpgroup_registers_decrease<kProducerRegisters>();
-      Producer::produce(ring, a, b, items, tiles_m, tiles_n, k_tiles, k_tiles_per_split, thread - kConsumerThreads);
+      Producer::produce(ring, schedule, thread - kConsumerThreads);
     }
   }
 };
 
-/// A producer's walk over the stage ring: for every K tile of the block's work items, waits
-/// until the consumers have freed its stage, then calls fill(s, m_base, n_base, k) to fill stage
-/// s with the tiles of A at (m_base, k) and of B at (n_base, k).
-template <typename Cfg, typename Ring, typename Fill>
-HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_free_stage(const Ring& ring, int items, int tiles_m, int tiles_n,
-                                                       int k_tiles, int per_split, Fill&& fill) {
+/// A producer's walk over the stage ring: for each of the block's work items calls
+/// start(a, b, m_base, n_base) with the item's operands, then for every K tile of the item waits
+/// until the consumers have freed its stage and calls fill(a, b, s, m_base, n_base, k) to fill stage s with the
+/// tiles of A at (m_base, k) and of B at (n_base, k).
+template <typename Cfg, typename Ring, typename Schedule, typename Start, typename Fill>
+HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_free_stage(const Ring& ring, const Schedule& schedule, Start&& start,
+                                                       Fill&& fill) {
   int s = 0;
   std::uint32_t pass = 0;
-  for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
-    const TmaWork w = tma_work(item, tiles_m, tiles_n, k_tiles, per_split);
-    const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
-    for (int t = 0; t < w.kt_count; ++t) {
-      mbarrier_wait(&ring.empty[s], pass ^ 1u);
-      fill(s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);
-      if (++s == Cfg::kStages) s = 0, pass ^= 1u;
-    }
+  for (int item = static_cast<int>(blockIdx.x); item < schedule.items; item += static_cast<int>(gridDim.x)) {
+    schedule.visit(item, [&](const auto& a, const auto& b, const auto&, const TileWork& w) {
+      const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
+      start(a, b, m_base, n_base);
+      for (int t = 0; t < w.kt_count; ++t) {
+        mbarrier_wait(&ring.empty[s], pass ^ 1u);
+        fill(a, b, s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);
+        if (++s == Cfg::kStages) s = 0, pass ^= 1u;
+      }
+    });
   }
 }
 
@@ -204,38 +192,46 @@ struct TmaProducer {
   static constexpr int kRegisters = 40;
   static constexpr int kArrivals = 1;
   static constexpr bool kFenceStages = false;
+  static constexpr int kSharedBytes = 0;
   using Plan = WgmmaPlan<Cfg, OperandA, OperandB>;
   using TileA = typename Plan::TileA;
   using TileB = typename Plan::TileB;
 
-  template <typename Ring>
-  HIPGRAD_DEVICE static void produce(const Ring& ring, const OperandA& a, const OperandB& b, int items, int tiles_m,
-                                     int tiles_n, int k_tiles, int per_split, int thread) {
+  template <typename Ring, typename Schedule>
+  HIPGRAD_DEVICE static void produce(const Ring& ring, const Schedule& schedule, int thread) {
     if (thread != 0) return;
-    tma_prefetch_map(&a.map);
-    tma_prefetch_map(&b.map);
-    for_each_free_stage<Cfg>(ring, items, tiles_m, tiles_n, k_tiles, per_split,
-                             [&](int s, int m_base, int n_base, int k) {
-                               mbarrier_arrive_expect_bytes(&ring.full[s], TileA::kBytes + TileB::kBytes);
-                               tma_load_tile<TileA>(ring.stage(s), a, m_base, k, &ring.full[s]);
-                               tma_load_tile<TileB>(ring.stage(s) + TileA::kBytes, b, n_base, k, &ring.full[s]);
-                             });
+    tma_prefetch_map(&schedule.a.map);
+    tma_prefetch_map(&schedule.b.map);
+    for_each_free_stage<Cfg>(
+        ring, schedule, [](const OperandA&, const OperandB&, int, int) {},
+        [&](const OperandA& a, const OperandB& b, int s, int m_base, int n_base, int k) {
+          mbarrier_arrive_expect_bytes(&ring.full[s], TileA::kBytes + TileB::kBytes);
+          tma_load_tile<TileA>(ring.stage(s), a, m_base, k, &ring.full[s]);
+          tma_load_tile<TileB>(ring.stage(s) + TileA::kBytes, b, n_base, k, &ring.full[s]);
+        });
   }
 };
 
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
 using TmaMainloop = WarpSpecialisedMainloop<Cfg, OperandA, OperandB, Epilogue, TmaProducer<Cfg, OperandA, OperandB>>;
 
-/// A warp-specialised kernel's body: Mainloop::run on the block's dynamic shared memory,
-/// aligned to Cfg::kSharedAlignment (tma_kernel_shared_bytes leaves room for it).
-template <typename Mainloop, typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-HIPGRAD_DEVICE HIPGRAD_INLINE void run_warp_specialised(const OperandA& a, const OperandB& b, const Epilogue& epilogue,
-                                                        int k_tiles_per_split, int splits) {
+/// The block's dynamic shared memory, aligned to Cfg::kSharedAlignment (tma_kernel_shared_bytes
+/// leaves room for it).
+template <typename Cfg>
+HIPGRAD_DEVICE HIPGRAD_INLINE char* aligned_kernel_shared() {
   extern __shared__ uint4 gemm_shared[];
   char* shared = reinterpret_cast<char*>(gemm_shared);
   const std::uint32_t address = shared_address(shared);
-  shared += (Cfg::kSharedAlignment - address % Cfg::kSharedAlignment) % Cfg::kSharedAlignment;
-  Mainloop::run(shared, a, b, epilogue, k_tiles_per_split, splits);
+  return shared + (Cfg::kSharedAlignment - address % Cfg::kSharedAlignment) % Cfg::kSharedAlignment;
+}
+
+/// A warp-specialised kernel's body over one product: Mainloop::run on the block's aligned
+/// dynamic shared memory.
+template <typename Mainloop, typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+HIPGRAD_DEVICE HIPGRAD_INLINE void run_warp_specialised(const OperandA& a, const OperandB& b, const Epilogue& epilogue,
+                                                        int k_tiles_per_split, int splits) {
+  Mainloop::run(aligned_kernel_shared<Cfg>(),
+                ProductSchedule<Cfg, OperandA, OperandB, Epilogue>(a, b, epilogue, k_tiles_per_split, splits));
 }
 
 #endif  // HIPGRAD_GEMM_TMA

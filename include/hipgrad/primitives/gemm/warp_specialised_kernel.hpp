@@ -8,6 +8,7 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/primitives/gemm/gather_mainloop.hpp"
+#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 #include "hipgrad/primitives/gemm/tma_mainloop.hpp"
 
 namespace hipgrad::gemm {
@@ -22,7 +23,7 @@ enum class StageProducer {
 
 /// The warp-specialised tile GEMM (sm_90a): a persistent grid of at most one block per
 /// multiprocessor walking tiles_m·tiles_n·splits work items, tma_kernel_threads<Cfg>() threads,
-/// tma_kernel_shared_bytes<Cfg, T>() of dynamic shared memory. Only for devices where
+/// tma_kernel_shared_bytes<Cfg, T>() (gather: gather_kernel_shared_bytes) of dynamic shared memory. Only for devices where
 /// device_runs_wgmma() and for configurations tma_kernel_supported (gather_kernel_supported):
 /// elsewhere the body traps.
 template <typename Cfg, StageProducer kProducer, typename OperandA, typename OperandB, typename Epilogue>
@@ -40,6 +41,23 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
   }
 #endif
   (void)a, (void)b, (void)epilogue, (void)k_tiles_per_split, (void)splits;
+  __trap();
+}
+
+/// The gather kernel over the sub-problems of a grouped launch (grouped_tiles.hpp): the same
+/// persistent grid, threads and shared memory (gather_kernel_shared_bytes) as
+/// warp_specialised_tile_gemm's gather kernel, walking problems.items work items, no K split.
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+__global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
+    grouped_gather_tile_gemm(const GroupedProblems<LoaderA, LoaderB, Epilogue> problems) {
+#if defined(HIPGRAD_GEMM_TMA)
+  if constexpr (gather_kernel_supported<Cfg, LoaderA, LoaderB>()) {
+    using Mainloop = detail::GatherMainloop<Cfg, LoaderA, LoaderB, Epilogue>;
+    Mainloop::run(detail::aligned_kernel_shared<Cfg>(), GroupedSchedule<Cfg, LoaderA, LoaderB, Epilogue>(problems));
+    return;
+  }
+#endif
+  (void)problems;
   __trap();
 }
 

@@ -150,13 +150,9 @@ struct WgmmaMainloop {
   }
 
   HIPGRAD_DEVICE static void run(char* shared, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
-                                 int k_tiles_per_split) {
-    const int tiles_m = ceil_div(a.mn_size(), Cfg::kBlockM), tiles_n = ceil_div(b.mn_size(), Cfg::kBlockN);
-    const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
-    const int m_base = tile.m * Cfg::kBlockM, n_base = tile.n * Cfg::kBlockN;
-    const int k_tiles = ceil_div(a.k_size(), Cfg::kBlockK);
-    const int kt_begin = static_cast<int>(blockIdx.z) * k_tiles_per_split;
-    const int kt_count = (k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split);
+                                 const TileWork& w) {
+    const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
+    const int kt_begin = w.kt_begin, kt_count = w.kt_count;
     const int thread = static_cast<int>(threadIdx.x);
     const int group = thread / 128, warp_in_group = (thread / 32) % 4, lane = thread % 32;
     const int row0 = group * Plan::kGroupRows;
@@ -186,7 +182,7 @@ struct WgmmaMainloop {
     wgmma_wait<0>();
     pin(acc);
     wait_copies<0>();
-    store(acc, epilogue, m_base, n_base, row0, warp_in_group, lane, static_cast<int>(blockIdx.z));
+    store(acc, epilogue, m_base, n_base, row0, warp_in_group, lane, w.split);
   }
 #endif  // HIPGRAD_GEMM_WGMMA
 };

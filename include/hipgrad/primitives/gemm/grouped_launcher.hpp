@@ -1,0 +1,227 @@
+/// @file grouped_launcher.hpp
+/// @brief A grouped tile GEMM: several sub-problems, each C = epilogue(A·B) with its own loaders
+///        and output, in one launch (grouped_tiles.hpp), on the gather kernel (sm_90a), the
+///        matrix kernels or SIMT, with the same path rules as TileGemmLauncher.
+///
+///   using Launcher = GroupedGemmLauncher<Cfg, LoaderA, LoaderB, LinearCombination<T>>;
+///   const GroupedGemmPlan plan = Launcher::plan(problems, count, request, current_device_info());
+///   HIPGRAD_RETURN_IF_ERROR(plan.status);
+///   HIPGRAD_RETURN_IF_ERROR(Launcher::launch(plan, problems, count, workspace, bytes, stream));
+///
+/// The sub-problems live in host memory; launch copies them and their item starts to the
+/// workspace (plan.workspace_bytes) on the stream, so the host array may be released once launch
+/// returns. Grouped launches do not split K (an op that wants a split makes each split a
+/// sub-problem whose epilogue writes partials). A sub-problem with K = 0 gets the zero product
+/// (alpha·0 + beta·C) without a read of A or B; one with M = 0 or N = 0 has no tiles.
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hipgrad/core/device_info.hpp"
+#include "hipgrad/core/hip_check.hpp"
+#include "hipgrad/core/hip_runtime.hpp"
+#include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/core/kernel_attributes.hpp"
+#include "hipgrad/core/status.hpp"
+#include "hipgrad/core/workspace.hpp"
+#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
+#include "hipgrad/primitives/gemm/launcher.hpp"
+
+namespace hipgrad::gemm {
+
+/// One grouped launch, planned once per call.
+struct GroupedGemmPlan {
+  Status status;  ///< not ok: why the forced path (or any path) cannot run these sub-problems
+  Path path = Path::kSimt;
+  long long items = 0;  ///< work items: output tiles over all sub-problems
+  unsigned blocks = 0;  ///< grid x: one per item, or the gather kernel's persistent grid
+  int threads = 1;
+  int shared_bytes = 0;
+  bool simt_vectors = false;
+  std::size_t workspace_bytes = 0;  ///< the sub-problems and their starts, on the device
+};
+
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+class GroupedGemmLauncher {
+  using Single = TileGemmLauncher<Cfg, LoaderA, LoaderB, Epilogue>;
+  using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
+
+ public:
+  /// Bytes of workspace a launch of `count` sub-problems needs: the sub-problems, then count + 1
+  /// item starts, 256-byte aligned.
+  static std::size_t workspace_bytes(int count) { return starts_offset(count) + (count + 1) * sizeof(long long); }
+
+  /// The path (forced, or matrix where every sub-problem runs it, else SIMT), the items, the grid.
+  static GroupedGemmPlan plan(const Problem* problems, int count, const TileGemmRequest& request,
+                              const DeviceInfo& device) {
+    GroupedGemmPlan planned;
+    if (const char* blocker = request_blocker(problems, count, request)) {
+      planned.status = Status::not_supported(blocker);
+      return planned;
+    }
+    if (request.forced) {
+      planned.path = *request.forced;
+      const Status why = path_status(planned.path, problems, count, request, device);
+      if (!why.is_ok()) {
+        planned.status = Status::not_supported(std::string("algorithm ") + path_name(planned.path) +
+                                               " cannot run: " + why.message());
+      }
+    } else {
+      planned.path = path_status(Path::kMatrix, problems, count, request, device).is_ok() ? Path::kMatrix : Path::kSimt;
+      if (planned.path == Path::kSimt) planned.status = path_status(Path::kSimt, problems, count, request, device);
+    }
+    if (!planned.status.is_ok()) return planned;
+    fill_launch(planned, problems, count, device);
+    return planned;
+  }
+
+  /// Copies the sub-problems and their starts to `workspace` and launches `plan` (made by plan()
+  /// from these sub-problems) on `stream`.
+  static Status launch(const GroupedGemmPlan& plan, const Problem* problems, int count, void* workspace,
+                       std::size_t bytes, hipStream_t stream) {
+    if (!plan.status.is_ok()) return plan.status;
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace_bytes, workspace, bytes));
+    if (plan.items == 0) return Status::ok();
+    const std::vector<long long> starts = item_starts(plan.path, problems, count);
+    std::vector<unsigned char> staged(plan.workspace_bytes);
+    std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
+    std::memcpy(staged.data() + starts_offset(count), starts.data(), starts.size() * sizeof(long long));
+    // From pageable memory: the runtime has taken the bytes when the call returns.
+    HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(workspace, staged.data(), staged.size(), hipMemcpyHostToDevice, stream));
+    auto* base = static_cast<unsigned char*>(workspace);
+    const GroupedProblems<LoaderA, LoaderB, Epilogue> device_problems{
+        reinterpret_cast<const Problem*>(base), reinterpret_cast<const long long*>(base + starts_offset(count)), count,
+        static_cast<int>(plan.items)};
+    return launch_kernel(plan, device_problems, stream);
+  }
+
+  /// "grouped_" and the kernel's name in tile_gemm_kernel_name's words ("grouped_wgmma_gather_…").
+  static std::string kernel_name(const GroupedGemmPlan& plan) {
+    TileGemmPlan single;
+    single.path = plan.path;
+    single.wgmma =
+        plan.path == Path::kGather || (plan.path == Path::kMatrix && WgmmaPlan<Cfg, LoaderA, LoaderB>::kSupported &&
+                                       current_device_info().known && device_runs_wgmma(current_device_info().device));
+    return "grouped_" + tile_gemm_kernel_name<Cfg>(single);
+  }
+
+  /// What the compiler gave the kernel `plan` launches (registers, local memory).
+  static KernelResources resources(const GroupedGemmPlan& plan) {
+    switch (plan.path) {
+      case Path::kGather:
+#if defined(HIPGRAD_BACKEND_CUDA)
+        return kernel_resources(grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>);
+#else
+        return {};
+#endif
+      case Path::kMatrix: return kernel_resources(grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>);
+      case Path::kTma:
+      case Path::kSimt: break;
+    }
+    return kernel_resources(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue>);
+  }
+
+ private:
+  static std::size_t starts_offset(int count) {
+    return round_up(static_cast<std::size_t>(count > 0 ? count : 0) * sizeof(Problem), std::size_t{256});
+  }
+
+  static const char* request_blocker(const Problem* problems, int count, const TileGemmRequest& request) {
+    if (count < 0) return "a negative count of sub-problems";
+    if (count > 0 && problems == nullptr) return "the sub-problems must not be null";
+    if (request.split_k > 1) return "grouped launches do not split K (make each split a sub-problem)";
+    if (request.forced && *request.forced == Path::kTma) {
+      return "grouped launches run the gather, matrix or SIMT kernels (the TMA kernel takes one product)";
+    }
+    for (int g = 0; g < count; ++g) {
+      const Problem& p = problems[g];
+      if (p.a.mn_size() < 0 || p.b.mn_size() < 0 || p.a.k_size() < 0 || p.a.k_size() != p.b.k_size()) {
+        return "a sub-problem's sizes are negative or its A and B differ in K";
+      }
+      if (p.epilogue.partials != nullptr) return "a sub-problem's epilogue writes split-K partials";
+    }
+    return nullptr;
+  }
+
+  /// ok when every sub-problem runs on `path`, else the first one's reason.
+  static Status path_status(Path path, const Problem* problems, int count, const TileGemmRequest& request,
+                            const DeviceInfo& device) {
+    for (int g = 0; g < count; ++g) {
+      if (const char* blocker = Single::blocker_of(path, problems[g].a, problems[g].b, request, device)) {
+        return Status::not_supported("sub-problem " + std::to_string(g) + ": " + blocker);
+      }
+    }
+    const std::vector<long long> starts = item_starts(path, problems, count);
+    if (starts.back() > INT_MAX) return Status::not_supported("more than 2^31 - 1 output tiles over the sub-problems");
+    return Status::ok();
+  }
+
+  static std::vector<long long> item_starts(Path path, const Problem* problems, int count) {
+    std::vector<GroupedExtent> extents(static_cast<std::size_t>(count));
+    for (int g = 0; g < count; ++g)
+      extents[static_cast<std::size_t>(g)] = {problems[g].a.mn_size(), problems[g].b.mn_size()};
+    if (path == Path::kSimt) return grouped_tile_starts(extents, SimtConfig::kBlockM, SimtConfig::kBlockN);
+    return grouped_tile_starts(extents, Cfg::kBlockM, Cfg::kBlockN);
+  }
+
+  static void fill_launch(GroupedGemmPlan& plan, const Problem* problems, int count, const DeviceInfo& device) {
+    plan.items = item_starts(plan.path, problems, count).back();
+    plan.workspace_bytes = workspace_bytes(count);
+    switch (plan.path) {
+      case Path::kGather:
+        plan.blocks = static_cast<unsigned>(plan.items < device.multiprocessors ? plan.items : device.multiprocessors);
+        plan.threads = tma_kernel_threads<Cfg>();
+        plan.shared_bytes = Single::warp_specialised_shared_bytes(Path::kGather);
+        break;
+      case Path::kMatrix:
+        plan.blocks = static_cast<unsigned>(plan.items);
+        plan.threads = matrix_kernel_threads<Cfg>();
+        plan.shared_bytes = Cfg::template shared_bytes<typename LoaderA::Element>();
+        break;
+      case Path::kTma:
+      case Path::kSimt:
+        plan.blocks = static_cast<unsigned>(plan.items);
+        plan.threads = SimtConfig::kThreads;
+        plan.simt_vectors = true;
+        for (int g = 0; g < count; ++g) {
+          plan.simt_vectors = plan.simt_vectors && problems[g].a.vectors_aligned(4) && problems[g].b.vectors_aligned(4);
+        }
+        break;
+    }
+  }
+
+  static Status launch_kernel(const GroupedGemmPlan& plan, const GroupedProblems<LoaderA, LoaderB, Epilogue>& problems,
+                              hipStream_t stream) {
+    switch (plan.path) {
+      case Path::kGather: {
+#if defined(HIPGRAD_BACKEND_CUDA)
+        const auto kernel = grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>;
+        HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
+        kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(problems);
+        HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_gather_tile_gemm");
+        return Status::ok();
+#else
+        return Status::not_supported("the gather kernel exists in CUDA builds only");
+#endif
+      }
+      case Path::kMatrix: {
+        const auto kernel = grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>;
+        HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
+        kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(problems);
+        HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_mma_tile_gemm");
+        return Status::ok();
+      }
+      case Path::kTma:
+      case Path::kSimt: break;
+    }
+    grouped_simt_tile_gemm<<<plan.blocks, SimtConfig::kThreads, 0, stream>>>(problems, plan.simt_vectors);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_simt_tile_gemm");
+    return Status::ok();
+  }
+};
+
+}  // namespace hipgrad::gemm
