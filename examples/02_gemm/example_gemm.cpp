@@ -120,16 +120,6 @@ struct DeviceData {
 };
 
 template <typename T>
-Status upload_copies(const hh::Tensor<T>& t, int copies, hh::DeviceBuffer<T>* d) {
-  const std::size_t count = t.storage().size();
-  HIPGRAD_RETURN_IF_ERROR(d->allocate(count * static_cast<std::size_t>(copies)));
-  for (int i = 0; i < copies; ++i) {
-    HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpy(d->data() + i * count, t.data(), t.storage_bytes(), hipMemcpyHostToDevice));
-  }
-  return Status::ok();
-}
-
-template <typename T>
 Status run_on_device(const Config& c, const hh::Tensor<T>& a, const hh::Tensor<T>& b, hh::Tensor<T>* result,
                      float* ms) {
   using Op = hg::Gemm<T>;

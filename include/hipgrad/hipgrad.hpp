@@ -43,6 +43,7 @@
 #include "hipgrad/primitives/reduce_ops.hpp"
 #include "hipgrad/primitives/warp_reduce.hpp"
 #include "hipgrad/primitives/welford.hpp"
+#include "hipgrad/ops/conv/backward_data.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
 #include "hipgrad/ops/gemm/problem.hpp"

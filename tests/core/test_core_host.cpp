@@ -1,8 +1,10 @@
 /// @file test_core_host.cpp
-/// @brief Host side of core/: the software float<->half/bfloat16 conversions, Status, Array.
+/// @brief Host side of core/: the software float<->half/bfloat16 conversions, Status, Array,
+///        FastDivmod, strides_alias.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,6 +15,7 @@
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
+#include "hipgrad/core/strides.hpp"
 
 namespace {
 
@@ -191,4 +194,51 @@ TEST(FastDivmod, MatchesDivisionForEdgeAndRandomOperands) {
   }
   EXPECT_EQ(misses, 0);
   EXPECT_EQ(hipgrad::FastDivmod(0).divisor(), 1u);  // 0 is taken as 1, never a division by zero
+}
+
+namespace {
+
+/// Whether two distinct indices reach one offset, by visiting every index (small tensors only).
+bool aliases_by_enumeration(const std::vector<hipgrad::Index>& lengths, const std::vector<hipgrad::Index>& strides) {
+  std::vector<hipgrad::Index> index(lengths.size(), 0), offsets;
+  for (;;) {
+    hipgrad::Index offset = 0;
+    for (std::size_t d = 0; d < lengths.size(); ++d) offset += index[d] * strides[d];
+    offsets.push_back(offset);
+    std::size_t d = lengths.size();
+    for (; d > 0; --d) {
+      if (++index[d - 1] < lengths[d - 1]) break;
+      index[d - 1] = 0;
+    }
+    if (d == 0) break;
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end();
+}
+
+}  // namespace
+
+/// strides_alias never passes a tensor whose elements share memory (checked against every index),
+/// and passes packed, padded and permuted layouts.
+TEST(Strides, AliasingStridesAreRefused) {
+  using hipgrad::Index;
+  EXPECT_FALSE(hipgrad::strides_alias({2, 3, 4}, hipgrad::packed_strides({2, 3, 4})));
+  EXPECT_FALSE(hipgrad::strides_alias({2, 3, 4}, hipgrad::strides_for_order({2, 3, 4}, {0, 2, 1})));
+  EXPECT_FALSE(hipgrad::strides_alias({2, 3, 4}, {100, 1, 3}));  // padded, permuted
+  EXPECT_FALSE(hipgrad::strides_alias({1, 3, 1}, {0, 1, 0}));    // length-1 dimensions may have any stride
+  EXPECT_TRUE(hipgrad::strides_alias({2, 3}, {0, 1}));           // a broadcast
+  EXPECT_TRUE(hipgrad::strides_alias({2, 3}, {2, 1}));           // rows overlap
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> length(1, 4), stride(0, 12);
+  int refused = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<Index> lengths(3), strides(3);
+    for (int d = 0; d < 3; ++d) lengths[d] = length(rng), strides[d] = stride(rng);
+    const bool alias = hipgrad::strides_alias(lengths, strides);
+    if (aliases_by_enumeration(lengths, strides)) {
+      EXPECT_TRUE(alias) << trial;
+    }
+    refused += alias ? 1 : 0;
+  }
+  EXPECT_GT(refused, 0);
 }

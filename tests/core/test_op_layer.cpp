@@ -20,6 +20,7 @@
 #include "hipgrad/core/memory_ranges.hpp"
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/workspace.hpp"
+#include "hipgrad/ops/conv/backward_data.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
 #include "hipgrad/ops/groupnorm/backward_data.hpp"
@@ -196,9 +197,12 @@ static_assert(follows_the_op_contract<gn::BackwardData<float>>());
 static_assert(follows_the_op_contract<gn::BackwardGammaBeta<hipgrad::half>>());
 static_assert(follows_the_op_contract<hg::Gemm<hipgrad::half>>());
 static_assert(follows_the_op_contract<hg::Gemm<float>>());
+static_assert(follows_the_op_contract<hipgrad::conv::BackwardData<hipgrad::half, 2>>());
+static_assert(follows_the_op_contract<hipgrad::conv::BackwardData<float, 3>>());
 static_assert(std::is_same_v<gn::Forward<float>::Problem, gn::ForwardProblem> &&
               std::is_same_v<gn::BackwardData<float>::Problem, gn::BackwardProblem> &&
-              std::is_same_v<hg::Gemm<float>::Problem, hg::Problem>);
+              std::is_same_v<hg::Gemm<float>::Problem, hg::Problem> &&
+              std::is_same_v<hipgrad::conv::BackwardData<float, 1>::Problem, hipgrad::conv::Problem<1>>);
 
 /// The default Problem is no problem: every op refuses it with invalid_argument and a reason,
 /// before it asks anything of a GPU (so this holds on a machine without one), and sizes no
@@ -220,6 +224,9 @@ TEST(OpContract, EveryOpRefusesTheDefaultProblemWithAReason) {
   expect_refused(GammaBeta::can_implement(GammaBeta::Problem{}, GammaBeta::Args{}),
                  GammaBeta::workspace_size(GammaBeta::Problem{}));
   expect_refused(Gemm::can_implement(Gemm::Problem{}, Gemm::Args{}), Gemm::workspace_size(Gemm::Problem{}));
+  using ConvData = hipgrad::conv::BackwardData<hipgrad::half, 2>;
+  expect_refused(ConvData::can_implement(ConvData::Problem{}, ConvData::Args{}),
+                 ConvData::workspace_size(ConvData::Problem{}));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/poison.hpp"
 #include "gemm/gemm_test_kinds.hpp"
 #include "hipgrad/core/device_info.hpp"
 #include "hipgrad/host/check.hpp"
@@ -93,11 +94,7 @@ Tensor<T> matrix_tensor(const hg::MatrixDesc& d) {
 /// these very bytes after the run.
 template <typename T>
 T outside_poison() {
-  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint16_t>;
-  const Bits bits = sizeof(T) == 4 ? Bits(0x7fa5c35au) : std::is_same_v<T, hipgrad::half> ? Bits(0x7e5a) : Bits(0x7fa5);
-  T value;
-  std::memcpy(&value, &bits, sizeof(T));
-  return value;
+  return hipgrad::test::poison_nan<T>();
 }
 
 /// A matrix whose storage (and so its device buffer) runs past the last element: every row

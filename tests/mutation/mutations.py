@@ -18,10 +18,13 @@ new code rather than dropping the entry.
 
 GEMM = ["test_gemm"]
 GROUPNORM = ["test_groupnorm"]
+CONV = ["test_conv"]
 
 # Filters (gtest syntax: ':' separates patterns, '*' and '?' are wildcards).
 GEMM_ALL = "GemmTest*"
 GEMM_SPLIT_K = "GemmTest*SplitK*:GemmTest*CpAsync*:GemmTest*Persistent*"
+# The convolution's decomposition on the CPU and the op on the GPU.
+CONV_BWD_DATA = "ConvStridePhases*:ConvBackwardDataPlan*:ConvBackwardDataTest*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -293,5 +296,55 @@ MUTATIONS = [
         new="return dy * (sig - swish_beta * z * sig * (1.0f - sig));",
         targets=GROUPNORM,
         filter={"test_groupnorm": GN_SWISH_BACKWARD},
+    ),
+    # ---- convolution backward-data -------------------------------------------------------------
+    # The phase decomposition and the loaders run in every backward-data test: on the CPU through
+    # the host GEMM loop (ConvBackwardDataPlan), on the GPU through every path (ConvBackwardDataTest).
+    dict(
+        id="conv_bwd_data_first_tap_off_by_one",
+        bug="conv backward-data: a phase's first tap one too far (the weights read at f0 + 1)",
+        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        old="b.walk.base += phase[d].first_tap * s[3 + d];",
+        new="b.walk.base += (phase[d].first_tap + 1) * s[3 + d];",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA},
+    ),
+    dict(
+        id="conv_bwd_data_phase_without_taps_unwritten",
+        bug="conv backward-data: phases that meet no tap are left out (their dx never written)",
+        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        old="    for (const Phase<NDim>& phase : phases) {\n      TapWalk<NDim> walk{};",
+        new="    for (const Phase<NDim>& phase : phases) {\n      if (phase_extents<NDim>(problem, phase).taps == 0) continue;\n      TapWalk<NDim> walk{};",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA},
+    ),
+    dict(
+        id="conv_bwd_data_group_weight_offset",
+        bug="conv backward-data: group g's weights read at g times w's K stride instead of its G stride",
+        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        old="b.data = w + g * s[0];",
+        new="b.data = w + g * s[1];",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA},
+    ),
+    dict(
+        id="conv_bwd_data_dilation_ignored",
+        bug="conv backward-data: the first spatial dimension's dilation ignored in dy's positions",
+        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        old="a.tap_dilation[d] = static_cast<int>(phase[d].tap_dilation);",
+        new="a.tap_dilation[d] = d == 0 ? 1 : static_cast<int>(phase[d].tap_dilation);",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA},
+    ),
+    # Grouped launches run each sub-problem's K tiles from sub_problem_work (the gather, matrix and
+    # SIMT kernels): the GPU tests only (the CPU loop has no tiles).
+    dict(
+        id="conv_bwd_data_last_k_tile_skipped",
+        bug="grouped GEMM: a sub-problem's last, partial K tile skipped (K / BK tiles, rounded down)",
+        file="include/hipgrad/primitives/gemm/grouped_tiles.hpp",
+        old="return {grouped_tile(static_cast<int>(tile), tiles_m, tiles_n), 0, 0, ceil_div(a.k_size(), Cfg::kBlockK)};",
+        new="return {grouped_tile(static_cast<int>(tile), tiles_m, tiles_n), 0, 0, a.k_size() / Cfg::kBlockK};",
+        targets=CONV + GEMM,
+        filter={"test_conv": CONV_BWD_DATA, "test_gemm": "GroupedGemm*"},
     ),
 ]

@@ -5,9 +5,11 @@
 /// choice of strides: logical [N, C, H, W] stored as NHWC has memory order {0, 2, 3, 1}.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hipgrad {
@@ -40,6 +42,25 @@ inline std::vector<Index> packed_strides(const std::vector<Index>& lengths) {
   std::vector<int> order(lengths.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   return strides_for_order(lengths, order);
+}
+
+/// Whether two distinct indices of a tensor with these lengths and strides may share an element
+/// (a written tensor must not): with the dimensions of more than one element ordered by stride,
+/// each stride must exceed the span of all smaller ones (Σ (length − 1)·stride). This admits
+/// every packed, padded or permuted layout; a layout whose dimensions interleave without
+/// overlapping is refused too, which is safe.
+inline bool strides_alias(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
+  std::vector<std::pair<Index, Index>> dims;  // (stride, length)
+  for (std::size_t i = 0; i < lengths.size() && i < strides.size(); ++i) {
+    if (lengths[i] > 1) dims.emplace_back(strides[i], lengths[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  Index span = 0;  // the largest offset reachable through the dimensions before
+  for (const auto& [stride, length] : dims) {
+    if (stride <= span) return true;
+    span += (length - 1) * stride;
+  }
+  return false;
 }
 
 /// "[2, 3, 4]", for messages.

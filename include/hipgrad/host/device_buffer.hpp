@@ -134,4 +134,17 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
+/// Allocates `copies` times the tensor's storage in `buffer` and copies the storage into each:
+/// inputs rotated between timed runs, so that no run finds them in the L2.
+template <typename T>
+Status upload_copies(const Tensor<T>& tensor, int copies, DeviceBuffer<T>* buffer) {
+  const std::size_t count = tensor.storage().size();
+  HIPGRAD_RETURN_IF_ERROR(buffer->allocate(count * static_cast<std::size_t>(copies)));
+  for (int i = 0; i < copies; ++i) {
+    HIPGRAD_RETURN_IF_HIP_ERROR(
+        hipMemcpy(buffer->data() + i * count, tensor.data(), count * sizeof(T), hipMemcpyHostToDevice));
+  }
+  return Status::ok();
+}
+
 }  // namespace hipgrad::host

@@ -1,6 +1,7 @@
 /// @file problem.hpp
 /// @brief ConvParams: one descriptor of a grouped N-D convolution for every direction, with its
-///        validation, tensor lengths and the memory orders of the supported layouts.
+///        validation, tensor lengths and the memory orders of the supported layouts; Problem: the
+///        convolution ops' problem (ConvParams, each tensor's strides, TF32, split, algorithm).
 ///
 /// Host-only (no GPU header). Tensors are described in logical order — input [G, N, C, spatial...],
 /// weight [G, K, C, filter...], output [G, N, K, spatial...] — with C and K counted per group; a
@@ -188,6 +189,102 @@ template <int NDimSpatial>
 std::vector<Index> output_strides(const ConvParams<NDimSpatial>& p, ConvLayout layout) {
   return strides_for_order(p.output_lengths(), activation_order<NDimSpatial>(layout));
 }
+
+/// The paths of the convolution ops (their implicit GEMM's mainloops, gemm::Path): kAuto chooses;
+/// any other value forces that path, and an op that cannot run it says why (not_supported).
+enum class Algorithm {
+  kAuto,
+  kGather,  ///< the warp-specialised gather kernel (sm_90a)
+  kMatrix,  ///< the cp.async matrix mainloops (wgmma, mma.sync, MFMA)
+  kSimt,    ///< the FMA mainloop: any strides, any alignment, exact fp32
+};
+
+inline const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kAuto: return "auto";
+    case Algorithm::kGather: return "gather";
+    case Algorithm::kMatrix: return "matrix";
+    case Algorithm::kSimt: return "simt";
+  }
+  return "unknown";
+}
+
+/// The problem of every convolution op: the convolution and each tensor's strides in logical
+/// order — input (x or dx) [G, N, C, spatial...], weight (w or dw) [G, K, C, filter...], output
+/// (y or dy) [G, N, K, spatial...] — in elements. NHWGC, GNHWC, NGCHW and their 1-D/3-D kin are
+/// choices of strides (packed()); any others are allowed, also padded ones.
+template <int NDimSpatial>
+struct Problem {
+  ConvParams<NDimSpatial> params;
+  std::vector<Index> input_strides;
+  std::vector<Index> weight_strides;
+  std::vector<Index> output_strides;
+  bool allow_tf32 = false;  ///< fp32 data may run on TF32 matrix units (never without this)
+  int split_k = 0;          ///< backward-weight: K splits, 0 = the op's choice
+  Algorithm algorithm = Algorithm::kAuto;
+
+  /// The packed tensors of `params` in `layout`.
+  static Problem packed(const ConvParams<NDimSpatial>& params, ConvLayout layout = ConvLayout::kNHWGC) {
+    Problem p;
+    p.params = params;
+    p.input_strides = conv::input_strides(params, layout);
+    p.weight_strides = conv::weight_strides(params, layout);
+    p.output_strides = conv::output_strides(params, layout);
+    return p;
+  }
+
+  /// invalid_argument naming what is wrong: the convolution, a stride list of the wrong rank or
+  /// with a negative stride, a tensor whose offsets do not fit 63 bits, a negative split, an
+  /// unknown algorithm.
+  Status validate() const {
+    HIPGRAD_RETURN_IF_ERROR(params.validate());
+    HIPGRAD_RETURN_IF_ERROR(validate_strides("input", input_strides, params.input_lengths()));
+    HIPGRAD_RETURN_IF_ERROR(validate_strides("weight", weight_strides, params.weight_lengths()));
+    HIPGRAD_RETURN_IF_ERROR(validate_strides("output", output_strides, params.output_lengths()));
+    if (split_k < 0)
+      return Status::invalid_argument("split_k must be 0 (auto) or positive, got " + std::to_string(split_k));
+    if (static_cast<int>(algorithm) < 0 || static_cast<int>(algorithm) > static_cast<int>(Algorithm::kSimt)) {
+      return Status::invalid_argument("unknown algorithm " + std::to_string(static_cast<int>(algorithm)));
+    }
+    return Status::ok();
+  }
+
+  /// Elements a tensor's strides span: 1 + Σ (length − 1)·stride (what its pointer must address).
+  static Index element_space(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
+    Index space = 1;
+    for (std::size_t i = 0; i < lengths.size(); ++i) space += (lengths[i] - 1) * strides[i];
+    return space;
+  }
+
+  std::string to_string() const {
+    return params.to_string() + "_in" + lengths_to_string(input_strides) + "_wei" + lengths_to_string(weight_strides) +
+           "_out" + lengths_to_string(output_strides) + (allow_tf32 ? "_tf32" : "") +
+           (split_k > 0 ? "_splitk" + std::to_string(split_k) : "") + "_" + algorithm_name(algorithm);
+  }
+
+ private:
+  static Status validate_strides(const char* name, const std::vector<Index>& strides,
+                                 const std::vector<Index>& lengths) {
+    if (strides.size() != lengths.size()) {
+      return Status::invalid_argument(std::string(name) + " strides have " + std::to_string(strides.size()) +
+                                      " entries, the tensor " + std::to_string(lengths.size()) +
+                                      " dimensions [G, N or K, C or K, spatial...]");
+    }
+    constexpr Index kLimit = Index{1} << 62;
+    Index space = 1;
+    for (std::size_t i = 0; i < strides.size(); ++i) {
+      if (strides[i] < 0) {
+        return Status::invalid_argument(std::string(name) + " stride " + std::to_string(i) + " is negative (" +
+                                        std::to_string(strides[i]) + ")");
+      }
+      if (strides[i] > 0 && lengths[i] - 1 > (kLimit - space) / strides[i]) {
+        return Status::invalid_argument(std::string(name) + " tensor spans more than 2^62 elements");
+      }
+      space += (lengths[i] - 1) * strides[i];
+    }
+    return Status::ok();
+  }
+};
 
 /// Layout names for a rank: activations "NHWGC"/"NDHWGC"/"NWGC"..., weights "GKYXC"/"GKCZYX"...
 template <int NDimSpatial>

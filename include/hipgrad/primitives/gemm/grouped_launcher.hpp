@@ -49,6 +49,11 @@ template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
 class GroupedGemmLauncher {
   using Single = TileGemmLauncher<Cfg, LoaderA, LoaderB, Epilogue>;
   using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
+  /// Whether the loaders' vectors can be the matrix paths' 16-byte chunks: loaders that read one
+  /// element at a time run SIMT only, and their matrix kernels are never compiled.
+  static constexpr int kChunkElements = 16 / static_cast<int>(sizeof(typename LoaderA::Element));
+  static constexpr bool kMatrixLoaders =
+      LoaderMaxVector<LoaderA>::value >= kChunkElements && LoaderMaxVector<LoaderB>::value >= kChunkElements;
 
  public:
   /// Bytes of workspace a launch of `count` sub-problems needs: the sub-problems, then count + 1
@@ -111,6 +116,14 @@ class GroupedGemmLauncher {
 
   /// What the compiler gave the kernel `plan` launches (registers, local memory).
   static KernelResources resources(const GroupedGemmPlan& plan) {
+    if constexpr (kMatrixLoaders) {
+      if (plan.path == Path::kGather || plan.path == Path::kMatrix) return matrix_resources(plan);
+    }
+    return kernel_resources(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue>);
+  }
+
+ private:
+  static KernelResources matrix_resources(const GroupedGemmPlan& plan) {
     switch (plan.path) {
       case Path::kGather:
 #if defined(HIPGRAD_BACKEND_CUDA)
@@ -122,10 +135,9 @@ class GroupedGemmLauncher {
       case Path::kTma:
       case Path::kSimt: break;
     }
-    return kernel_resources(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue>);
+    return {};
   }
 
- private:
   static std::size_t starts_offset(int count) {
     return round_up(static_cast<std::size_t>(count > 0 ? count : 0) * sizeof(Problem), std::size_t{256});
   }
@@ -150,6 +162,9 @@ class GroupedGemmLauncher {
   /// ok when every sub-problem runs on `path`, else the first one's reason.
   static Status path_status(Path path, const Problem* problems, int count, const TileGemmRequest& request,
                             const DeviceInfo& device) {
+    if (!kMatrixLoaders && path != Path::kSimt) {
+      return Status::not_supported("the operands are read one element at a time (the SIMT path only)");
+    }
     for (int g = 0; g < count; ++g) {
       if (const char* blocker = Single::blocker_of(path, problems[g].a, problems[g].b, request, device)) {
         return Status::not_supported("sub-problem " + std::to_string(g) + ": " + blocker);
@@ -196,6 +211,17 @@ class GroupedGemmLauncher {
 
   static Status launch_kernel(const GroupedGemmPlan& plan, const GroupedProblems<LoaderA, LoaderB, Epilogue>& problems,
                               hipStream_t stream) {
+    if constexpr (kMatrixLoaders) {
+      if (plan.path == Path::kGather || plan.path == Path::kMatrix) return launch_matrix_kernel(plan, problems, stream);
+    }
+    grouped_simt_tile_gemm<<<plan.blocks, SimtConfig::kThreads, 0, stream>>>(problems, plan.simt_vectors);
+    HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_simt_tile_gemm");
+    return Status::ok();
+  }
+
+  /// The gather kernel or the matrix kernel.
+  static Status launch_matrix_kernel(const GroupedGemmPlan& plan,
+                                     const GroupedProblems<LoaderA, LoaderB, Epilogue>& problems, hipStream_t stream) {
     switch (plan.path) {
       case Path::kGather: {
 #if defined(HIPGRAD_BACKEND_CUDA)
@@ -218,9 +244,7 @@ class GroupedGemmLauncher {
       case Path::kTma:
       case Path::kSimt: break;
     }
-    grouped_simt_tile_gemm<<<plan.blocks, SimtConfig::kThreads, 0, stream>>>(problems, plan.simt_vectors);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_simt_tile_gemm");
-    return Status::ok();
+    return Status::not_supported("not a matrix path");
   }
 };
 

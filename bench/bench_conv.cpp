@@ -1,0 +1,168 @@
+/// @file bench_conv.cpp
+/// @brief Convolution benchmark: conv::BackwardData on the acceptance list (the seed's problem,
+///        ResNet 3×3 and 1×1, a 3-D and a 1-D problem, grouped ones) in fp16, bf16, exact fp32
+///        and TF32, channels-last (NHWGC); one JSON line each (bench_harness.hpp) with TFLOP/s,
+///        TB/s against the least bytes (dy, w and dx once) and the kernel's registers and spills.
+///        bench/torch_conv.py times cuDNN on the same lines.
+///
+///   bench_conv [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20] [--problems=all|dense|grouped]
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "hipgrad/host/cli.hpp"
+#include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/device_fill.hpp"
+#include "hipgrad/host/gpu_detect.hpp"
+#include "hipgrad/host/timer.hpp"
+#include "conv_instances.hpp"
+#include "hipgrad/ops/conv/backward_data.hpp"
+
+namespace {
+
+using hipgrad::Index;
+using hipgrad::Status;
+using hipgrad::host::DeviceBuffer;
+namespace hc = hipgrad::conv;
+
+/// One benchmark problem: rank, G N K C and per dimension filter, input, stride, dilation, pad
+/// (symmetric: what cuDNN takes).
+struct ConvCase {
+  const char* label;
+  int ndim;
+  Index g, n, k, c;
+  std::array<Index, 3> filter, input, stride, dilation, pad;
+};
+
+std::vector<ConvCase> cases(const std::string& which) {
+  std::vector<ConvCase> dense = {
+      {"seed", 2, 1, 128, 256, 128, {3, 3, 1}, {71, 71, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"resnet3x3", 2, 1, 64, 256, 256, {3, 3, 1}, {56, 56, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"resnet1x1", 2, 1, 64, 256, 1024, {1, 1, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}},
+      {"3d", 3, 1, 4, 64, 64, {3, 3, 3}, {32, 64, 64}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+      {"1d", 1, 1, 64, 512, 512, {3, 1, 1}, {1024, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}},
+  };
+  std::vector<ConvCase> grouped = {
+      {"grouped32", 2, 32, 32, 32, 32, {3, 3, 1}, {56, 56, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"grouped4_s2", 2, 4, 64, 64, 64, {3, 3, 1}, {56, 56, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
+  };
+  if (which == "dense") return dense;
+  if (which == "grouped") return grouped;
+  dense.insert(dense.end(), grouped.begin(), grouped.end());
+  return dense;
+}
+
+template <int NDim>
+hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
+  hc::ConvParams<NDim> p;
+  p.G = cc.g, p.N = cc.n, p.K = cc.k, p.C = cc.c;
+  for (int d = 0; d < NDim; ++d) {
+    p.filter[d] = cc.filter[d], p.input[d] = cc.input[d], p.strides[d] = cc.stride[d];
+    p.dilations[d] = cc.dilation[d], p.left_pads[d] = cc.pad[d], p.right_pads[d] = cc.pad[d];
+  }
+  hc::Problem<NDim> problem = hc::Problem<NDim>::packed(p, hc::ConvLayout::kNHWGC);
+  problem.allow_tf32 = tf32;
+  return problem;
+}
+
+std::vector<long long> list_of(const std::array<Index, 3>& values, int ndim) {
+  return std::vector<long long>(values.begin(), values.begin() + ndim);
+}
+
+template <typename T, int NDim>
+Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
+  using Op = hc::BackwardData<T, NDim>;
+  const hc::Problem<NDim> problem = problem_of<NDim>(cc, tf32);
+  HIPGRAD_RETURN_IF_ERROR(problem.validate());
+  const hc::ConvParams<NDim>& p = problem.params;
+  const Index dy_elements = hc::Problem<NDim>::element_space(p.output_lengths(), problem.output_strides);
+  const Index w_elements = hc::Problem<NDim>::element_space(p.weight_lengths(), problem.weight_strides);
+  const Index dx_elements = hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides);
+  const int copies =
+      hipgrad::host::l2_rotation_copies(static_cast<std::size_t>(dy_elements + w_elements) * sizeof(T), 8);
+  DeviceBuffer<T> dy, w, dx;
+  DeviceBuffer<unsigned char> workspace;
+  HIPGRAD_RETURN_IF_ERROR(dy.allocate(static_cast<std::size_t>(dy_elements * copies)));
+  HIPGRAD_RETURN_IF_ERROR(w.allocate(static_cast<std::size_t>(w_elements * copies)));
+  HIPGRAD_RETURN_IF_ERROR(dx.allocate(static_cast<std::size_t>(dx_elements)));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(dy.data(), dy_elements * copies, 1));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(w.data(), w_elements * copies, 2));
+  HIPGRAD_RETURN_IF_ERROR(workspace.allocate(Op::workspace_size(problem)));
+  auto args = [&](int copy) {
+    return typename Op::Args{dy.data() + copy * dy_elements, w.data() + copy * w_elements, dx.data()};
+  };
+  HIPGRAD_RETURN_IF_ERROR(Op::can_implement(problem, args(0)));
+  float ms = 0;
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
+      [&](int copy) { return Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr); }, copies,
+      repeats, &ms));
+  const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(dy_elements + w_elements + dx_elements);
+  hipgrad::bench::JsonLine()
+      .add("op", "conv_bwd_data")
+      .add("case", cc.label)
+      .add("dtype", dtype)
+      .add("ndim", NDim)
+      .add("g", static_cast<double>(cc.g))
+      .add("n", static_cast<double>(cc.n))
+      .add("k", static_cast<double>(cc.k))
+      .add("c", static_cast<double>(cc.c))
+      .add_list("filter", list_of(cc.filter, NDim))
+      .add_list("input", list_of(cc.input, NDim))
+      .add_list("stride", list_of(cc.stride, NDim))
+      .add_list("dilation", list_of(cc.dilation, NDim))
+      .add_list("pad", list_of(cc.pad, NDim))
+      .add("layout", "nhwgc")
+      .add("name", Op::name(problem, args(0)))
+      .add("ms", ms)
+      .add("tflops", static_cast<double>(p.flops()) / (ms * 1e-3) / 1e12)
+      .add("tbps", bytes / (ms * 1e-3) / 1e12)
+      .print();
+  return Status::ok();
+}
+
+template <typename T>
+Status measure_case(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
+  if (cc.ndim == 1) return measure<T, 1>(cc, dtype, tf32, repeats);
+  if (cc.ndim == 3) return measure<T, 3>(cc, dtype, tf32, repeats);
+  return measure<T, 2>(cc, dtype, tf32, repeats);
+}
+
+Status run(const ConvCase& cc, const std::string& dtype, int repeats) {
+  if (dtype == "fp16") return measure_case<hipgrad::half>(cc, "fp16", false, repeats);
+  if (dtype == "bf16") return measure_case<hipgrad::bfloat16>(cc, "bf16", false, repeats);
+  if (dtype == "fp32") return measure_case<float>(cc, "fp32", false, repeats);
+  if (dtype == "tf32") return measure_case<float>(cc, "tf32", true, repeats);
+  return Status::invalid_argument("unknown dtype " + dtype + " (fp16, bf16, fp32, tf32)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hipgrad::host::ExampleArgs args;
+  Status s = hipgrad::host::parse_example_args(argc, argv, &args);
+  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "repeats", "problems"});
+  const auto repeats = static_cast<int>(args.get_int("repeats", 20));
+  const std::string which = args.get_string("problems", "all");
+  if (s.is_ok()) s = args.option_status();
+  if (s.is_ok() && which != "all" && which != "dense" && which != "grouped") {
+    s = Status::invalid_argument("--problems takes all, dense or grouped");
+  }
+  if (!s.is_ok() || repeats < 1) {
+    std::fprintf(stderr, "bench_conv: %s\n", s.is_ok() ? "--repeats must be positive" : s.to_string().c_str());
+    return 2;
+  }
+  if (!hipgrad::host::require_gpu("bench_conv")) return 1;
+  for (const ConvCase& cc : cases(which)) {
+    for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,fp32,tf32"))) {
+      s = run(cc, dtype, repeats);
+      if (!s.is_ok()) {
+        std::fprintf(stderr, "bench_conv: %s %s: %s\n", cc.label, dtype.c_str(), s.to_string().c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,221 @@
+/// @file backward_data.hpp
+/// @brief Grouped N-D convolution backward-data, dx = dy ⋆ rot180(w), for fp32, fp16 and bf16
+///        with fp32 accumulation, any strides (NHWGC, GNHWC, NGCHW and any others), stride,
+///        dilation and asymmetric pads; every element of dx written once by the op.
+///
+///   using Op = hipgrad::conv::BackwardData<hipgrad::half, 2>;
+///   auto problem = hipgrad::conv::Problem<2>::packed(params, hipgrad::conv::ConvLayout::kNHWGC);
+///   Op::Args args{dy, w, dx};
+///   HIPGRAD_RETURN_IF_ERROR(Op::can_implement(problem, args));
+///   // a workspace of Op::workspace_size(problem) bytes (the launch's sub-problem table), then
+///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, bytes, stream));
+///
+/// An implicit GEMM per group and stride phase (detail/stride_phases.hpp: the dx positions of
+/// one residue class per dimension meet the taps of one class only, so nothing multiplies an
+/// inserted zero), all of them sub-problems of one grouped launch of the tile GEMM; phases that
+/// meet no tap are written as zeros. A 1×1 filter with unit strides and no padding in one group is
+/// one plain GEMM (the TMA kernel where aligned). Where dy's and w's channels are contiguous, operand vectors
+/// run along them (16 bytes on the matrix paths); elsewhere elements are read one at a time on
+/// the SIMT path. Each dx element is one thread's sum in a fixed order: results are bitwise
+/// repeatable.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "hipgrad/core/device_info.hpp"
+#include "hipgrad/core/memory_ranges.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/status.hpp"
+#include "hipgrad/core/workspace.hpp"
+#include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
+#include "hipgrad/ops/conv/detail/plain_gemm.hpp"
+#include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
+#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+
+namespace hipgrad::conv {
+
+namespace detail {
+
+/// The tile GEMM's forced path for an algorithm (none for kAuto).
+inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kGather: return gemm::Path::kGather;
+    case Algorithm::kMatrix: return gemm::Path::kMatrix;
+    case Algorithm::kSimt: return gemm::Path::kSimt;
+    case Algorithm::kAuto: break;
+  }
+  return std::nullopt;
+}
+
+/// Bytes a tensor's strides span, from its pointer.
+template <typename T>
+std::size_t tensor_bytes(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
+  Index space = 1;
+  for (std::size_t i = 0; i < lengths.size(); ++i) space += (lengths[i] - 1) * strides[i];
+  return static_cast<std::size_t>(space) * sizeof(T);
+}
+
+/// The plain-GEMM path (1×1, unit strides, no padding, one group: plain_gemm.hpp) on the tile
+/// GEMM launcher; a class template of its own, so that it is instantiated once per type and
+/// configuration whatever the rank.
+template <typename T, typename Cfg>
+struct PlainGemmRunner {
+  using Launcher = gemm::TileGemmLauncher<Cfg, gemm::DenseOperand<T, true>, gemm::DenseOperand<T, false>,
+                                          gemm::LinearCombination<T>>;
+  static gemm::TileGemmPlan plan(const PlainGemm<T>& g, const gemm::TileGemmRequest& request) {
+    return Launcher::plan(g.a, g.b, request, current_device_info());
+  }
+  static Status launch(const gemm::TileGemmPlan& plan, const PlainGemm<T>& g, hipStream_t stream) {
+    return Launcher::launch(plan, g.a, g.b, g.epilogue, nullptr, stream);
+  }
+};
+
+}  // namespace detail
+
+/// T: dy, w and dx (float, half, bfloat16). NDim: 1, 2 or 3 spatial dimensions. Cfg: the matrix
+/// paths' tiles.
+template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>>
+class BackwardData {
+  static_assert(is_storage_type_v<T>, "convolution data must be float, half or bfloat16");
+
+ public:
+  using Problem = conv::Problem<NDim>;
+
+  struct Args {
+    const T* dy = nullptr;  ///< [G, N, K, output spatial...] at problem.output_strides
+    const T* w = nullptr;   ///< [G, K, C, filter...] at problem.weight_strides
+    T* dx = nullptr;        ///< [G, N, C, input spatial...] at problem.input_strides; written whole
+  };
+
+  static Status can_implement(const Problem& problem, const Args& args) {
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    if (detail::is_plain_gemm(problem)) return plain_plan(problem, args).status;
+    return with_plan(problem, args, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
+  }
+
+  /// The launch's table of sub-problems (one per group and stride phase with dx positions).
+  static std::size_t workspace_size(const Problem& problem) {
+    if (!problem.validate().is_ok()) return 0;
+    const auto count =
+        static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
+    return channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
+                                        : LauncherOf<false>::workspace_bytes(count);
+  }
+
+  static Status run(const Problem& problem, const Args& args, void* workspace, std::size_t workspace_bytes,
+                    hipStream_t stream) {
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+    if (detail::is_plain_gemm(problem)) {
+      const gemm::TileGemmPlan plan = plain_plan(problem, args);
+      HIPGRAD_RETURN_IF_ERROR(plan.status);
+      return detail::PlainGemmRunner<T, Cfg>::launch(plan, detail::plain_gemm(problem, args.dy, args.w, args.dx),
+                                                     stream);
+    }
+    return with_plan(problem, args, [&](auto launcher, const auto& problems, const gemm::GroupedGemmPlan& plan) {
+      using Launcher = decltype(launcher);
+      HIPGRAD_RETURN_IF_ERROR(plan.status);
+      return Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes,
+                              stream);
+    });
+  }
+
+  /// e.g. "conv2d_bwd_data_fp16_vectors_grouped_wgmma_128x256x64_w2x4_s4": the operands' reads
+  /// (vectors along contiguous channels, elements, or a plain GEMM of a 1×1 problem) and the
+  /// kernel run() takes.
+  static std::string name(const Problem& problem, const Args& args = Args{}) {
+    if (!problem.validate().is_ok()) return "conv_bwd_data_invalid";
+    const std::string op =
+        "conv" + std::to_string(NDim) + "d_bwd_data_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (detail::is_plain_gemm(problem))
+      return op + "_gemm_" + gemm::tile_gemm_kernel_name<Cfg>(plain_plan(problem, args));
+    return with_plan(problem, args, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
+      using Launcher = decltype(launcher);
+      return op + (channels_contiguous(problem) ? "_vectors_" : "_elements_") + Launcher::kernel_name(plan);
+    });
+  }
+
+ private:
+  template <bool kVectors>
+  using LauncherOf = gemm::GroupedGemmLauncher<Cfg, detail::DyGather<T, NDim, kVectors>,
+                                               detail::WeightGather<T, NDim, kVectors>, detail::DxScatter<T, NDim>>;
+
+  static gemm::TileGemmRequest request_of(const Problem& problem) {
+    gemm::TileGemmRequest request;
+    request.matrix_units = !std::is_same_v<T, float> || problem.allow_tf32;
+    request.forced = detail::forced_gemm_path(problem.algorithm);
+    return request;
+  }
+
+  static gemm::TileGemmPlan plain_plan(const Problem& problem, const Args& args) {
+    return detail::PlainGemmRunner<T, Cfg>::plan(detail::plain_gemm(problem, args.dy, args.w, args.dx),
+                                                 request_of(problem));
+  }
+
+  /// Vectors run along the channels where dy's k and w's c are contiguous.
+  static bool channels_contiguous(const Problem& problem) {
+    return problem.output_strides[2] == 1 && problem.weight_strides[2] == 1;
+  }
+
+  static Status check_arguments(const Problem& problem, const Args& args) {
+    HIPGRAD_RETURN_IF_ERROR(problem.validate());
+    if (!args.dy || !args.w || !args.dx) return Status::invalid_argument("dy, w and dx must not be null");
+    if (problem.allow_tf32 && !std::is_same_v<T, float>) {
+      return Status::invalid_argument(std::string("allow_tf32 applies to fp32 only, the data are ") + type_name<T>());
+    }
+    const ConvParams<NDim>& p = problem.params;
+    if (strides_alias(p.input_lengths(), problem.input_strides)) {
+      return Status::invalid_argument("dx's strides " + lengths_to_string(problem.input_strides) +
+                                      " make two of its elements share memory");
+    }
+    const MemoryRange outputs[] = {{args.dx, detail::tensor_bytes<T>(p.input_lengths(), problem.input_strides), "dx"}};
+    const MemoryRange inputs[] = {{args.dy, detail::tensor_bytes<T>(p.output_lengths(), problem.output_strides), "dy"},
+                                  {args.w, detail::tensor_bytes<T>(p.weight_lengths(), problem.weight_strides), "w"}};
+    HIPGRAD_RETURN_IF_ERROR(check_outputs_disjoint(outputs, inputs));
+    return check_index_space(problem);
+  }
+
+  /// not_supported where a phase's GEMM does not fit the tile GEMM's 32-bit extents.
+  static Status check_index_space(const Problem& problem) {
+    constexpr Index kLimit = (Index{1} << 31) - 1;
+    const Index kp = detail::padded_channels<T, true>(problem.params.K);
+    if (problem.params.C > kLimit) return Status::not_supported("more than 2^31 - 1 channels per group (C)");
+    if (problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()) > kLimit) {
+      return Status::not_supported("more than 2^31 - 1 groups times stride phases");
+    }
+    for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
+      const detail::PhaseExtents e = detail::phase_extents<NDim>(problem, phase);
+      if (e.m > kLimit) {
+        return Status::not_supported("a stride phase has " + std::to_string(e.m) +
+                                     " dx positions (N times its positions), more than 2^31 - 1");
+      }
+      if (e.taps * kp > kLimit) return Status::not_supported("K times the filter taps exceeds 2^31 - 1");
+    }
+    return Status::ok();
+  }
+
+  /// Calls visit(Launcher{}, sub_problems, plan) with the launcher of the problem's operand reads,
+  /// its sub-problems and its plan.
+  template <typename Visit>
+  static auto with_plan(const Problem& problem, const Args& args, Visit&& visit) {
+    if (channels_contiguous(problem)) return visit_plan<true>(problem, args, visit);
+    return visit_plan<false>(problem, args, visit);
+  }
+
+  template <bool kVectors, typename Visit>
+  static auto visit_plan(const Problem& problem, const Args& args, Visit& visit) {
+    using Launcher = LauncherOf<kVectors>;
+    const auto problems = detail::backward_data_sub_problems<T, NDim, kVectors>(problem, args.dy, args.w, args.dx);
+    const gemm::GroupedGemmPlan plan =
+        Launcher::plan(problems.data(), static_cast<int>(problems.size()), request_of(problem), current_device_info());
+    return visit(Launcher{}, problems, plan);
+  }
+};
+
+}  // namespace hipgrad::conv

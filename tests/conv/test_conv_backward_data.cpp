@@ -1,0 +1,365 @@
+/// @file test_conv_backward_data.cpp
+/// @brief conv::BackwardData on the GPU against the CPU reference: 1-D, 2-D and 3-D; G 1, 2, 3,
+///        32 and depthwise; strides 1–3, unequal across dimensions; dilations 1–3; asymmetric
+///        pads, pads wider than the filter's reach; output length 1; filters wider than the
+///        unpadded input; C and K not multiples of 8; NHWGC, GNHWC, NGCHW and padded strides;
+///        fp32 exact and TF32, fp16, bf16; integer data compared exactly, decimal data within the
+///        tolerance of fp32 sums; dx NaN-poisoned first, its padding checked untouched; seeded
+///        random problems; every forced path that runs a problem; runs repeated bitwise. CPU-only:
+///        the refusals of can_implement, each with a reason.
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/poison.hpp"
+#include "gemm/gemm_test_kinds.hpp"
+#include "hipgrad/host/check.hpp"
+#include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/fill.hpp"
+#include "hipgrad/host/reference/conv.hpp"
+#include "conv_instances.hpp"
+#include "hipgrad/ops/conv/backward_data.hpp"
+
+namespace {
+
+using hipgrad::Index;
+using hipgrad::Status;
+using hipgrad::conv::Algorithm;
+using hipgrad::conv::ConvLayout;
+using hipgrad::conv::ConvParams;
+using hipgrad::conv::Problem;
+using namespace hipgrad::host;
+
+/// A convolution of rank NDim from its sizes (per dimension: filter, input, stride, dilation, pads).
+template <int NDim>
+ConvParams<NDim> params(Index g, Index n, Index k, Index c, std::array<Index, NDim> filter,
+                        std::array<Index, NDim> input, std::array<Index, NDim> strides,
+                        std::array<Index, NDim> dilations, std::array<Index, NDim> left,
+                        std::array<Index, NDim> right) {
+  ConvParams<NDim> p;
+  p.G = g, p.N = n, p.K = k, p.C = c;
+  p.filter = filter, p.input = input, p.strides = strides, p.dilations = dilations;
+  p.left_pads = left, p.right_pads = right;
+  return p;
+}
+
+/// Strides with a gap after every dimension (so nothing is packed), in `layout`'s order.
+template <int NDim>
+Problem<NDim> padded_problem(const ConvParams<NDim>& p, ConvLayout layout) {
+  Problem<NDim> problem = Problem<NDim>::packed(p, layout);
+  auto padded = [](std::vector<Index> lengths, const std::vector<int>& order) {
+    for (Index& l : lengths) l += 1;
+    return strides_for_order(lengths, order);
+  };
+  problem.input_strides = padded(p.input_lengths(), hipgrad::conv::activation_order<NDim>(layout));
+  problem.weight_strides = padded(p.weight_lengths(), hipgrad::conv::weight_order<NDim>(layout));
+  problem.output_strides = padded(p.output_lengths(), hipgrad::conv::activation_order<NDim>(layout));
+  return problem;
+}
+
+/// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
+template <typename T, int NDim>
+std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
+  using Op = hipgrad::conv::BackwardData<T, NDim>;
+  const ConvParams<NDim>& p = problem.params;
+  SCOPED_TRACE(problem.to_string() + " " + init_method_name(init));
+  Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
+  Tensor<T> dx(p.input_lengths(), problem.input_strides);
+  fill(dy, init, seed);
+  fill(w, init, seed + 1);
+  for (T& v : dx.storage()) v = hipgrad::test::poison_nan<T>();
+  Tensor<double> expected(p.input_lengths());
+  const Status reference = reference::conv_backward_data(dy, w, expected, p);
+  EXPECT_TRUE(reference.is_ok()) << reference.to_string();
+
+  DeviceBuffer<T> ddy, dw, ddx;
+  DeviceBuffer<unsigned char> workspace;
+  EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
+  EXPECT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
+  EXPECT_TRUE(ddx.allocate(dx.storage().size()).is_ok() && ddx.copy_from(dx).is_ok());
+  EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
+  const typename Op::Args args{ddy.data(), dw.data(), ddx.data()};
+  const std::string name = Op::name(problem, args);
+  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(s.is_ok()) << name << ": " << s.to_string();
+  EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
+  Tensor<T> result(p.input_lengths(), problem.input_strides);
+  EXPECT_TRUE(ddx.copy_to(result).is_ok());
+
+  // Outside dx's elements (gaps of padded strides): the poison's bytes.
+  std::vector<bool> inside(result.storage().size(), false);
+  result.for_each_index(
+      [&](const std::vector<Index>& i) { inside[static_cast<std::size_t>(result.offset(i))] = true; });
+  const T poisoned = hipgrad::test::poison_nan<T>();
+  for (std::size_t e = 0; e < inside.size(); ++e) {
+    if (!inside[e] && std::memcmp(&result.storage()[e], &poisoned, sizeof(T)) != 0) {
+      ADD_FAILURE() << name << ": storage element " << e << " outside dx written";
+      break;
+    }
+  }
+  if (init == InitMethod::kIntegers) {
+    Tensor<T> rounded(p.input_lengths());
+    rounded.for_each_index([&](const std::vector<Index>& i) { rounded(i) = hipgrad::type_convert<T>(expected(i)); });
+    const CheckResult r = check_equal(result, rounded);
+    EXPECT_TRUE(r.ok) << name << ": " << r.report;
+  } else {
+    Index terms = p.K;
+    for (int d = 0; d < NDim; ++d) terms *= p.filter[d];
+    const CheckResult r = check_close(result, expected, gemm_test::decimal_tolerance<T>(terms, problem.allow_tf32));
+    EXPECT_TRUE(r.ok) << name << ": " << r.report;
+  }
+  return name;
+}
+
+/// The paths to try on `problem`: kAuto, and every forced one that can run it here.
+template <typename T, int NDim>
+std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
+  using Op = hipgrad::conv::BackwardData<T, NDim>;
+  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
+  // Aligned, disjoint fake pointers: can_implement never dereferences them.
+  const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
+                               reinterpret_cast<T*>(Index{3} << 40)};
+  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather}) {
+    problem.algorithm = a;
+    if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
+  }
+  return algorithms;
+}
+
+template <typename T, int NDim>
+void check_every_path(Problem<NDim> problem, std::uint64_t seed) {
+  for (Algorithm a : runnable_algorithms<T, NDim>(problem)) {
+    problem.algorithm = a;
+    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+      check_backward_data<T, NDim>(problem, init, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+template <typename K>
+class ConvBackwardDataTest : public ::testing::Test {};
+TYPED_TEST_SUITE(ConvBackwardDataTest, gemm_test::Kinds);
+
+template <typename K, int NDim>
+Problem<NDim> with_kind(Problem<NDim> problem) {
+  problem.allow_tf32 = K::kAllowTf32;
+  return problem;
+}
+
+TYPED_TEST(ConvBackwardDataTest, ListedProblems1D) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  const std::vector<ConvParams<1>> list = {
+      params<1>(1, 2, 16, 24, {3}, {37}, {1}, {1}, {1}, {1}),  // stride 1, aligned channels
+      params<1>(2, 3, 5, 7, {3}, {29}, {2}, {1}, {1}, {2}),    // G 2, stride 2, odd channels
+      params<1>(1, 2, 8, 8, {3}, {17}, {3}, {2}, {0}, {4}),    // stride 3, dilation 2, asymmetric pads
+      params<1>(1, 1, 3, 5, {5}, {3}, {1}, {1}, {3}, {3}),     // filter wider than the input
+      params<1>(1, 2, 4, 4, {3}, {5}, {2}, {3}, {4}, {5}),     // pads beyond the filter's reach, d 3
+      params<1>(3, 2, 9, 11, {2}, {4}, {4}, {1}, {0}, {0}),    // output length 1, G 3
+  };
+  std::uint64_t seed = 10;
+  for (const ConvParams<1>& p : list) {
+    for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
+      check_every_path<T, 1>(with_kind<TypeParam>(Problem<1>::packed(p, layout)), seed += 8);
+      if (::testing::Test::HasFailure()) return;
+    }
+    check_every_path<T, 1>(with_kind<TypeParam>(padded_problem(p, ConvLayout::kNHWGC)), seed += 8);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TYPED_TEST(ConvBackwardDataTest, ListedProblems2D) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  const std::vector<ConvParams<2>> list = {
+      params<2>(1, 2, 32, 16, {3, 3}, {15, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1}),  // the seed's shape, small
+      params<2>(2, 1, 8, 16, {3, 3}, {9, 11}, {1, 2}, {1, 1}, {1, 0}, {2, 1}),    // unequal strides, G 2
+      params<2>(32, 2, 2, 3, {3, 3}, {7, 6}, {2, 1}, {2, 1}, {2, 1}, {1, 1}),     // G 32, dilation 2
+      params<2>(8, 2, 1, 1, {3, 3}, {9, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),      // depthwise
+      params<2>(1, 1, 16, 8, {1, 1}, {6, 7}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),     // 1×1
+      params<2>(1, 2, 7, 13, {2, 3}, {5, 4}, {3, 2}, {2, 3}, {3, 0}, {0, 3}),     // d 3, s 3 across dims
+  };
+  std::uint64_t seed = 100;
+  for (const ConvParams<2>& p : list) {
+    for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
+      check_every_path<T, 2>(with_kind<TypeParam>(Problem<2>::packed(p, layout)), seed += 8);
+      if (::testing::Test::HasFailure()) return;
+    }
+    check_every_path<T, 2>(with_kind<TypeParam>(padded_problem(p, ConvLayout::kGNHWC)), seed += 8);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TYPED_TEST(ConvBackwardDataTest, ListedProblems3D) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  const std::vector<ConvParams<3>> list = {
+      params<3>(1, 1, 16, 8, {3, 3, 3}, {5, 6, 7}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}),
+      params<3>(2, 2, 5, 3, {3, 2, 3}, {6, 5, 4}, {2, 1, 3}, {1, 2, 1}, {1, 0, 2}, {0, 1, 2}),
+  };
+  std::uint64_t seed = 200;
+  for (const ConvParams<3>& p : list) {
+    for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
+      check_every_path<T, 3>(with_kind<TypeParam>(Problem<3>::packed(p, layout)), seed += 8);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+/// Seeded random problems of every rank and layout, on kAuto.
+TYPED_TEST(ConvBackwardDataTest, SeededRandomProblems) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  std::mt19937_64 rng(20261127);
+  auto pick = [&rng](int lo, int hi) { return static_cast<Index>(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  const ConvLayout layouts[] = {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW};
+  for (int trial = 0; trial < 24; ++trial) {
+    ConvParams<2> p;
+    p.G = pick(1, 3), p.N = pick(1, 3), p.K = pick(1, 40), p.C = pick(1, 40);
+    for (int d = 0; d < 2; ++d) {
+      p.filter[d] = pick(1, 4), p.strides[d] = pick(1, 3), p.dilations[d] = pick(1, 3);
+      p.left_pads[d] = pick(0, 3), p.right_pads[d] = pick(0, 3), p.input[d] = pick(1, 20);
+      const Index reach = p.dilations[d] * (p.filter[d] - 1) + 1;
+      if (p.input[d] + p.left_pads[d] + p.right_pads[d] < reach) p.right_pads[d] = reach - p.input[d] - p.left_pads[d];
+    }
+    const Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p, layouts[trial % 3]));
+    check_backward_data<T, 2>(problem, trial % 2 ? InitMethod::kDecimals : InitMethod::kIntegers, 1000 + trial);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+/// Two runs of one problem give the same bits.
+TYPED_TEST(ConvBackwardDataTest, RunsAreBitwiseRepeatable) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  using Op = hipgrad::conv::BackwardData<T, 2>;
+  const Problem<2> problem = with_kind<TypeParam>(
+      Problem<2>::packed(params<2>(2, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1})));
+  const ConvParams<2>& p = problem.params;
+  Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
+  fill(dy, InitMethod::kDecimals, 5);
+  fill(w, InitMethod::kDecimals, 6);
+  DeviceBuffer<T> ddy, dw, first, second;
+  DeviceBuffer<unsigned char> workspace;
+  ASSERT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
+  ASSERT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
+  const std::size_t dx_elements =
+      static_cast<std::size_t>(Problem<2>::element_space(p.input_lengths(), problem.input_strides));
+  ASSERT_TRUE(first.allocate(dx_elements).is_ok() && second.allocate(dx_elements).is_ok());
+  ASSERT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  for (DeviceBuffer<T>* dx : {&first, &second}) {
+    const Status s =
+        Op::run(problem, {ddy.data(), dw.data(), dx->data()}, workspace.data(), workspace.bytes(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+  }
+  ASSERT_EQ(hipDeviceSynchronize(), hipSuccess);
+  std::vector<T> a(dx_elements), b(dx_elements);
+  ASSERT_TRUE(first.copy_to_host(a.data(), a.size()).is_ok() && second.copy_to_host(b.data(), b.size()).is_ok());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0);
+}
+
+/// A dx of more than 2^31 elements (fp16, 1-D, 8 × (2^28 + 5) elements): 64-bit offsets in the
+/// loaders and the epilogue. dx is poisoned first and must hold no NaN afterwards; sampled
+/// elements (the first, the last, seeded random ones) are compared with sums computed here.
+TEST(ConvBackwardDataLarge, DxOfMoreThan2To31Elements) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = hipgrad::half;
+  using Op = hipgrad::conv::BackwardData<T, 1>;
+  const ConvParams<1> p = params<1>(1, 1, 8, 8, {3}, {(Index{1} << 28) + 5}, {2}, {1}, {1}, {1});
+  const Problem<1> problem = Problem<1>::packed(p);
+  const Index dx_elements = Problem<1>::element_space(p.input_lengths(), problem.input_strides);
+  const Index dy_elements = Problem<1>::element_space(p.output_lengths(), problem.output_strides);
+  ASSERT_GT(dx_elements, Index{1} << 31);
+  // Small integers, exact in fp16 and in every sum here: dy from its offset, w from its index.
+  auto dy_value = [](Index offset) { return static_cast<double>(offset % 7 - 3); };
+  std::vector<T> dy(static_cast<std::size_t>(dy_elements));
+  for (Index e = 0; e < dy_elements; ++e) dy[static_cast<std::size_t>(e)] = hipgrad::type_convert<T>(dy_value(e));
+  Tensor<T> w(p.weight_lengths(), problem.weight_strides);
+  fill(w, InitMethod::kIntegers, 3);
+  DeviceBuffer<T> ddy, dw, ddx;
+  DeviceBuffer<unsigned char> workspace;
+  ASSERT_TRUE(ddy.allocate(dy.size()).is_ok() && ddy.copy_from_host(dy.data(), dy.size()).is_ok());
+  ASSERT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
+  ASSERT_TRUE(ddx.allocate(static_cast<std::size_t>(dx_elements)).is_ok() && ddx.fill_bytes(0xff).is_ok());
+  ASSERT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  const Status s = Op::run(problem, {ddy.data(), dw.data(), ddx.data()}, workspace.data(), workspace.bytes(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::vector<T> dx(static_cast<std::size_t>(dx_elements));
+  ASSERT_TRUE(ddx.copy_to_host(dx.data(), dx.size()).is_ok());
+  Index unwritten = 0;
+  for (const T& v : dx) unwritten += std::isnan(hipgrad::type_convert<float>(v)) ? 1 : 0;
+  EXPECT_EQ(unwritten, 0) << "dx elements left unwritten (NaN)";
+  // dx[c, x] = Σ_k Σ_f dy[k, o] w[k, c, f] with x + 1 − f = 2o, 0 ≤ o < O (NWC: dy[o·K + k]).
+  const Index out = p.output_spatial()[0];
+  std::mt19937_64 rng(7);
+  std::vector<Index> xs = {0, 1, 2, p.input[0] - 2, p.input[0] - 1};
+  for (int i = 0; i < 64; ++i) xs.push_back(std::uniform_int_distribution<Index>(0, p.input[0] - 1)(rng));
+  for (Index x : xs) {
+    for (Index c = 0; c < p.C; ++c) {
+      double sum = 0;
+      for (Index f = 0; f < p.filter[0]; ++f) {
+        const Index t = x + 1 - f;
+        if (t < 0 || t % 2 != 0 || t / 2 >= out) continue;
+        for (Index k = 0; k < p.K; ++k)
+          sum += dy_value((t / 2) * p.K + k) * hipgrad::type_convert<double>(w.at(0, k, c, f));
+      }
+      const double got = hipgrad::type_convert<double>(dx[static_cast<std::size_t>(x * p.C + c)]);
+      ASSERT_EQ(got, hipgrad::type_convert<double>(hipgrad::type_convert<T>(sum))) << "x " << x << " c " << c;
+    }
+  }
+}
+
+/// What can_implement refuses, each with a reason (no GPU needed).
+TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
+  using T = hipgrad::half;
+  using Op = hipgrad::conv::BackwardData<T, 2>;
+  const ConvParams<2> good = params<2>(2, 2, 8, 8, {3, 3}, {9, 9}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
+  std::vector<T> storage(1 << 16);
+  const Problem<2> problem = Problem<2>::packed(good);
+  const Index dx_elements = Problem<2>::element_space(good.input_lengths(), problem.input_strides);
+  const typename Op::Args ok{storage.data() + 30000, storage.data() + 50000, storage.data()};
+  auto refused = [&](const Problem<2>& pr, const typename Op::Args& args, hipgrad::StatusCode code, const char* what) {
+    const Status s = Op::can_implement(pr, args);
+    EXPECT_EQ(s.code(), code) << what << ": " << s.to_string();
+    EXPECT_FALSE(s.message().empty()) << what;
+  };
+  using hipgrad::StatusCode;
+  ASSERT_LT(dx_elements, 30000);
+  Problem<2> zero = problem;
+  zero.params.C = 0;
+  refused(zero, ok, StatusCode::kInvalidArgument, "C = 0");
+  Problem<2> negative_pad = problem;
+  negative_pad.params.left_pads[0] = -1;
+  refused(negative_pad, ok, StatusCode::kInvalidArgument, "negative pad");
+  Problem<2> no_output = problem;
+  no_output.params.filter = {13, 3};
+  refused(no_output, ok, StatusCode::kInvalidArgument, "output length <= 0");
+  refused(problem, {nullptr, ok.w, ok.dx}, StatusCode::kInvalidArgument, "null dy");
+  refused(problem, {ok.dy, ok.w, storage.data() + 29990}, StatusCode::kInvalidArgument, "dx overlaps dy");
+  refused(problem, {ok.dy, ok.w, storage.data() + 49990}, StatusCode::kInvalidArgument, "dx overlaps w");
+  Problem<2> aliasing = problem;
+  aliasing.input_strides[3] = 0;  // every row of dx at one place
+  refused(aliasing, ok, StatusCode::kInvalidArgument, "dx strides alias");
+  Problem<2> short_strides = problem;
+  short_strides.weight_strides.pop_back();
+  refused(short_strides, ok, StatusCode::kInvalidArgument, "weight strides of the wrong rank");
+  Problem<2> tf32 = problem;
+  tf32.allow_tf32 = true;
+  refused(tf32, ok, StatusCode::kInvalidArgument, "TF32 for fp16 data");
+  Problem<2> unknown = problem;
+  unknown.algorithm = static_cast<Algorithm>(9);
+  refused(unknown, ok, StatusCode::kInvalidArgument, "unknown algorithm");
+  EXPECT_EQ(Op::workspace_size(zero), 0u);
+}
+
+}  // namespace
