@@ -71,10 +71,14 @@ struct PlainGemmRunner {
   static gemm::TileGemmPlan plan(const PlainGemm<T>& g, const gemm::TileGemmRequest& request) {
     return Launcher::plan(g.a, g.b, request, current_device_info());
   }
-  static Status launch(const gemm::TileGemmPlan& plan, const PlainGemm<T>& g, hipStream_t stream) {
-    return Launcher::launch(plan, g.a, g.b, g.epilogue, nullptr, stream);
-  }
+  static Status launch(const gemm::TileGemmPlan& plan, const PlainGemm<T>& g, hipStream_t stream);
 };
+
+/// Not inline, as BackwardData::run.
+template <typename T, typename Cfg>
+Status PlainGemmRunner<T, Cfg>::launch(const gemm::TileGemmPlan& plan, const PlainGemm<T>& g, hipStream_t stream) {
+  return Launcher::launch(plan, g.a, g.b, g.epilogue, nullptr, stream);
+}
 
 }  // namespace detail
 
@@ -108,23 +112,10 @@ class BackwardData {
                                         : LauncherOf<false>::workspace_bytes(count);
   }
 
+  /// Defined after the class (not inline), so that an `extern template` declaration of the op
+  /// keeps its kernels out of the translation units that only call it.
   static Status run(const Problem& problem, const Args& args, void* workspace, std::size_t workspace_bytes,
-                    hipStream_t stream) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
-    HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
-    if (detail::is_plain_gemm(problem)) {
-      const gemm::TileGemmPlan plan = plain_plan(problem, args);
-      HIPGRAD_RETURN_IF_ERROR(plan.status);
-      return detail::PlainGemmRunner<T, Cfg>::launch(plan, detail::plain_gemm(problem, args.dy, args.w, args.dx),
-                                                     stream);
-    }
-    return with_plan(problem, args, [&](auto launcher, const auto& problems, const gemm::GroupedGemmPlan& plan) {
-      using Launcher = decltype(launcher);
-      HIPGRAD_RETURN_IF_ERROR(plan.status);
-      return Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes,
-                              stream);
-    });
-  }
+                    hipStream_t stream);
 
   /// e.g. "conv2d_bwd_data_fp16_vectors_grouped_wgmma_128x256x64_w2x4_s4": the operands' reads
   /// (vectors along contiguous channels, elements, or a plain GEMM of a 1×1 problem) and the
@@ -217,5 +208,23 @@ class BackwardData {
     return visit(Launcher{}, problems, plan);
   }
 };
+
+template <typename T, int NDim, typename Cfg>
+Status BackwardData<T, NDim, Cfg>::run(const Problem& problem, const Args& args, void* workspace,
+                                       std::size_t workspace_bytes, hipStream_t stream) {
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+  HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+  if (detail::is_plain_gemm(problem)) {
+    const gemm::TileGemmPlan plan = plain_plan(problem, args);
+    HIPGRAD_RETURN_IF_ERROR(plan.status);
+    return detail::PlainGemmRunner<T, Cfg>::launch(plan, detail::plain_gemm(problem, args.dy, args.w, args.dx), stream);
+  }
+  return with_plan(problem, args, [&](auto launcher, const auto& problems, const gemm::GroupedGemmPlan& plan) {
+    using Launcher = decltype(launcher);
+    HIPGRAD_RETURN_IF_ERROR(plan.status);
+    return Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes,
+                            stream);
+  });
+}
 
 }  // namespace hipgrad::conv
