@@ -83,8 +83,9 @@ Status PlainGemmRunner<T, Cfg>::launch(const gemm::TileGemmPlan& plan, const Pla
 }  // namespace detail
 
 /// T: dy, w and dx (float, half, bfloat16). NDim: 1, 2 or 3 spatial dimensions. Cfg: the matrix
-/// paths' tiles.
-template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>>
+/// paths' tiles; NarrowCfg those of problems of at most NarrowCfg::kBlockN channels per group.
+template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>,
+          typename NarrowCfg = gemm::NarrowConfigFor<T>>
 class BackwardData {
   static_assert(is_storage_type_v<T>, "convolution data must be float, half or bfloat16");
 
@@ -133,8 +134,8 @@ class BackwardData {
   }
 
  private:
-  template <bool kVectors>
-  using LauncherOf = gemm::GroupedGemmLauncher<Cfg, detail::DyGather<T, NDim, kVectors>,
+  template <bool kVectors, typename TileCfg = Cfg>
+  using LauncherOf = gemm::GroupedGemmLauncher<TileCfg, detail::DyGather<T, NDim, kVectors>,
                                                detail::WeightGather<T, NDim, kVectors>, detail::DxScatter<T, NDim>>;
 
   static gemm::TileGemmRequest request_of(const Problem& problem) {
@@ -195,13 +196,17 @@ class BackwardData {
   /// its sub-problems and its plan.
   template <typename Visit>
   static auto with_plan(const Problem& problem, const Args& args, Visit&& visit) {
-    if (channels_contiguous(problem)) return visit_plan<true>(problem, args, visit);
-    return visit_plan<false>(problem, args, visit);
+    // Element reads run SIMT, whose tiles do not depend on the configuration.
+    if (!channels_contiguous(problem)) return visit_plan<false, Cfg>(problem, args, visit);
+    if constexpr (!std::is_same_v<Cfg, NarrowCfg>) {
+      if (problem.params.C <= NarrowCfg::kBlockN) return visit_plan<true, NarrowCfg>(problem, args, visit);
+    }
+    return visit_plan<true, Cfg>(problem, args, visit);
   }
 
-  template <bool kVectors, typename Visit>
+  template <bool kVectors, typename TileCfg, typename Visit>
   static auto visit_plan(const Problem& problem, const Args& args, Visit& visit) {
-    using Launcher = LauncherOf<kVectors>;
+    using Launcher = LauncherOf<kVectors, TileCfg>;
     const auto problems = detail::backward_data_sub_problems<T, NDim, kVectors>(problem, args.dy, args.w, args.dx);
     const gemm::GroupedGemmPlan plan =
         Launcher::plan(problems.data(), static_cast<int>(problems.size()), request_of(problem), current_device_info());
@@ -209,8 +214,8 @@ class BackwardData {
   }
 };
 
-template <typename T, int NDim, typename Cfg>
-Status BackwardData<T, NDim, Cfg>::run(const Problem& problem, const Args& args, void* workspace,
+template <typename T, int NDim, typename Cfg, typename NarrowCfg>
+Status BackwardData<T, NDim, Cfg, NarrowCfg>::run(const Problem& problem, const Args& args, void* workspace,
                                        std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));

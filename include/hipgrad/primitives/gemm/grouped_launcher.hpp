@@ -60,7 +60,8 @@ class GroupedGemmLauncher {
   /// item starts, 256-byte aligned.
   static std::size_t workspace_bytes(int count) { return starts_offset(count) + (count + 1) * sizeof(long long); }
 
-  /// The path (forced, or matrix where every sub-problem runs it, else SIMT), the items, the grid.
+  /// The path (forced, or the first of gather, matrix where every sub-problem runs it, else SIMT),
+  /// the items, the grid.
   static GroupedGemmPlan plan(const Problem* problems, int count, const TileGemmRequest& request,
                               const DeviceInfo& device) {
     GroupedGemmPlan planned;
@@ -76,7 +77,13 @@ class GroupedGemmLauncher {
                                                " cannot run: " + why.message());
       }
     } else {
-      planned.path = path_status(Path::kMatrix, problems, count, request, device).is_ok() ? Path::kMatrix : Path::kSimt;
+      planned.path = Path::kSimt;
+      for (Path path : {Path::kGather, Path::kMatrix}) {
+        if (path_status(path, problems, count, request, device).is_ok()) {
+          planned.path = path;
+          break;
+        }
+      }
       if (planned.path == Path::kSimt) planned.status = path_status(Path::kSimt, problems, count, request, device);
     }
     if (!planned.status.is_ok()) return planned;

@@ -71,7 +71,7 @@ inline const char* path_name(Path path) {
 struct TileGemmRequest {
   int split_k = 1;             ///< K slices asked for (fewer run when K has fewer tiles)
   bool matrix_units = true;    ///< the data may run on matrix units (false for exact fp32)
-  std::optional<Path> forced;  ///< empty: the launcher's choice (TMA, matrix, SIMT; gather only forced)
+  std::optional<Path> forced;  ///< empty: the launcher's choice (TMA, gather, matrix, SIMT)
 };
 
 /// One launch, planned once per call.
@@ -311,9 +311,10 @@ class TileGemmLauncher {
   /// The first path that runs; SIMT always does unless the grid is too large (then *status says so).
   static Path choose(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request, const DeviceInfo& device,
                      Status* status) {
-    // The gather kernel runs only where forced: its producer does not keep up yet (it runs below
-    // the cp.async matrix mainloop).
+    // The gather kernel before the matrix kernels: its producer warpgroup keeps the consumers'
+    // wgmma stream going, which the matrix mainloop's per-tile block barriers stop.
     if (tma_blocker(a, b, request, device) == nullptr) return Path::kTma;
+    if (gather_blocker(a, b, request, device) == nullptr) return Path::kGather;
     if (matrix_blocker(a, b, request, device) == nullptr) return Path::kMatrix;
     if (const char* blocker = blocker_of(Path::kSimt, a, b, request, device)) *status = Status::not_supported(blocker);
     return Path::kSimt;

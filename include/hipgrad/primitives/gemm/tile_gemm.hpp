@@ -83,6 +83,19 @@ struct CpAsyncWgmmaConfig {
 };
 template <typename T>
 using CpAsyncWgmmaConfigFor = typename CpAsyncWgmmaConfig<T>::type;
+/// For products of at most 128 columns (a convolution's channels per group): blocks 128 wide,
+/// so that no half of a 256-wide block computes columns past N. NVIDIA fp16/bf16: 256 × 128 × 64,
+/// two warpgroups of 128-row bands, 4 stages (192 KB); elsewhere the default, already 128 wide.
+template <typename T>
+struct NarrowConfig {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  using type = std::conditional_t<sizeof(T) == 2, Config<256, 128, 64, 4, 2, 4>, typename DefaultConfig<T>::type>;
+#else
+  using type = typename DefaultConfig<T>::type;
+#endif
+};
+template <typename T>
+using NarrowConfigFor = typename NarrowConfig<T>::type;
 template <typename T>
 using DefaultConfigFor = typename DefaultConfig<T>::type;
 
@@ -95,7 +108,8 @@ constexpr bool fits_build_targets() {
 static_assert(fits_build_targets<DefaultConfigFor<hipgrad::half>, hipgrad::half>() &&
                   fits_build_targets<DefaultConfigFor<float>, float>() &&
                   fits_build_targets<CpAsyncWgmmaConfigFor<hipgrad::half>, hipgrad::half>() &&
-                  fits_build_targets<CpAsyncWgmmaConfigFor<float>, float>(),
+                  fits_build_targets<CpAsyncWgmmaConfigFor<float>, float>() &&
+                  fits_build_targets<NarrowConfigFor<hipgrad::half>, hipgrad::half>(),
               "the configurations the library selects fit every target of the build");
 
 /// Settings of the SIMT mainloop (fixed): 128 × 128 × 8 tiles, 256 threads of 8 × 8 results.

@@ -37,7 +37,7 @@ struct TapCursor {
 
 /// The K dimension, taps × Kp, and how one operand's offset moves along it: by channel_offset per
 /// channel and tap_offset[d] per tap of dimension d, from `base`. at(k) divides k into its parts
-/// once; advance() moves a cursor on by carries, so a loader's k state costs a few additions a row.
+/// once; advance() moves a cursor on by additions, so a loader's k state costs a few a row.
 template <int NDim>
 struct TapWalk {
   FastDivmod taps[NDim];  ///< taps of each dimension
@@ -54,6 +54,7 @@ struct TapWalk {
     padded_channels.divmod(static_cast<std::uint32_t>(k >= 0 && k < k_extent ? k : 0), &tap, &channel);
     t.channel = static_cast<int>(channel);
     t.offset = base + static_cast<Index>(t.channel) * channel_offset;
+HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) {
       std::uint32_t j = 0;
       taps[d].divmod(tap, &rest, &j);
@@ -64,24 +65,15 @@ struct TapWalk {
     return t;
   }
 
-  /// at(t.index + delta) for delta ≥ 0, by carries from the channel into the taps (last
-  /// dimension fastest); past the last tap the cursor is outside (index ≥ k_extent).
+  /// at(t.index + delta) for delta ≥ 0: within one tap's channels a few additions; past them
+  /// at() again (once every Kp / delta advances), so that between carries a walking loader
+  /// keeps only the offset, channel and index in registers. Past the last tap the cursor is
+  /// outside (index ≥ k_extent).
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void advance(TapCursor<NDim>& t, int delta) const {
-    const int kp = static_cast<int>(padded_channels.divisor());
     t.index += delta;
     t.channel += delta;
     t.offset += static_cast<Index>(delta) * channel_offset;
-    while (t.channel >= kp) {
-      t.channel -= kp;
-      t.offset -= static_cast<Index>(kp) * channel_offset;
-      for (int d = NDim - 1; d >= 0; --d) {
-        ++t.j[d];
-        t.offset += tap_offset[d];
-        if (t.j[d] < static_cast<int>(taps[d].divisor()) || d == 0) break;
-        t.offset -= static_cast<Index>(t.j[d]) * tap_offset[d];
-        t.j[d] = 0;
-      }
-    }
+    if (t.channel >= static_cast<int>(padded_channels.divisor())) t = at(t.index);
   }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE bool inside(const TapCursor<NDim>& t, int channels) const {
@@ -112,7 +104,13 @@ struct DyGather {
     int first_o[NDim];  ///< output_base + i
     int inside;         ///< m < M
   };
-  using KState = TapCursor<NDim>;
+  /// The cursor and what vector() needs of it, made once per state: the gather producer keeps a
+  /// k state over a whole K tile's chunks.
+  struct KState {
+    TapCursor<NDim> at;
+    int shift[NDim];  ///< j·tap_dilation: how far the tap moves o back
+    int valid;        ///< channels from the cursor's on (0 outside K)
+  };
 
   HIPGRAD_HOST_DEVICE int mn_size() const { return m_extent; }
   HIPGRAD_HOST_DEVICE int k_size() const { return walk.k_extent; }
@@ -122,6 +120,7 @@ struct DyGather {
     s.inside = m >= 0 && m < m_extent;
     std::uint32_t rest = static_cast<std::uint32_t>(s.inside ? m : 0);
     Index offset = 0;
+HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) {
       std::uint32_t quotient = 0, i = 0;
       count[d].divmod(rest, &quotient, &i);
@@ -133,22 +132,33 @@ struct DyGather {
     return s;
   }
 
-  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE KState k_state(int k) const { return walk.at(k); }
-  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void advance_k(KState& k, int delta) const { walk.advance(k, delta); }
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE KState k_state(int k) const { return state_at(walk.at(k)); }
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void advance_k(KState& k, int delta) const {
+    walk.advance(k.at, delta);
+    k = state_at(k.at);
+  }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE gemm::VectorSource<T> vector(const MnState& m, const KState& k, int length) const {
-    bool inside = m.inside != 0 && walk.inside(k, channels);
+    bool inside = m.inside != 0 && k.valid > 0;
+HIPGRAD_UNROLL
     for (int d = 0; d < NDim; ++d) {
-      const int o = m.first_o[d] - k.j[d] * tap_dilation[d];
-      inside = inside && o >= 0 && o < output_length[d];
+      inside = inside && static_cast<unsigned>(m.first_o[d] - k.shift[d]) < static_cast<unsigned>(output_length[d]);
     }
-    const int rest = kVectors ? channels - k.channel : 1;
-    const int valid = rest < length ? rest : length;
-    return {inside ? m.row + k.offset : data, inside ? valid : 0};
+    const int valid = k.valid < length ? k.valid : length;
+    return {inside ? m.row + k.at.offset : data, inside ? valid : 0};
   }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE gemm::VectorSource<T> vector(int m, int k, int length) const {
     return vector(mn_state(m), k_state(k), length);
+  }
+
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE KState state_at(const TapCursor<NDim>& at) const {
+    KState k{};
+    k.at = at;
+HIPGRAD_UNROLL
+    for (int d = 0; d < NDim; ++d) k.shift[d] = at.j[d] * tap_dilation[d];
+    k.valid = walk.inside(at, channels) ? (kVectors ? channels - at.channel : 1) : 0;
+    return k;
   }
 
   /// Every vector of `length` starts length·sizeof(T)-aligned: the base, and every stride a k
@@ -223,6 +233,7 @@ struct DxScatter {
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE Index offset(int m, int c) const {
     std::uint32_t rest = static_cast<std::uint32_t>(m);
     Index o = static_cast<Index>(c) * stride_c;
+HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) {
       std::uint32_t quotient = 0, i = 0;
       count[d].divmod(rest, &quotient, &i);
