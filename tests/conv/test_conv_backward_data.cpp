@@ -25,6 +25,7 @@
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/conv.hpp"
+#include "conv/conv_test_problems.hpp"
 #include "conv_instances.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
 
@@ -49,20 +50,6 @@ ConvParams<NDim> params(Index g, Index n, Index k, Index c, std::array<Index, ND
   p.filter = filter, p.input = input, p.strides = strides, p.dilations = dilations;
   p.left_pads = left, p.right_pads = right;
   return p;
-}
-
-/// Strides with a gap after every dimension (so nothing is packed), in `layout`'s order.
-template <int NDim>
-Problem<NDim> padded_problem(const ConvParams<NDim>& p, ConvLayout layout) {
-  Problem<NDim> problem = Problem<NDim>::packed(p, layout);
-  auto padded = [](std::vector<Index> lengths, const std::vector<int>& order) {
-    for (Index& l : lengths) l += 1;
-    return strides_for_order(lengths, order);
-  };
-  problem.input_strides = padded(p.input_lengths(), hipgrad::conv::activation_order<NDim>(layout));
-  problem.weight_strides = padded(p.weight_lengths(), hipgrad::conv::weight_order<NDim>(layout));
-  problem.output_strides = padded(p.output_lengths(), hipgrad::conv::activation_order<NDim>(layout));
-  return problem;
 }
 
 /// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
@@ -173,7 +160,7 @@ TYPED_TEST(ConvBackwardDataTest, ListedProblems1D) {
       check_every_path<T, 1>(with_kind<TypeParam>(Problem<1>::packed(p, layout)), seed += 8);
       if (::testing::Test::HasFailure()) return;
     }
-    check_every_path<T, 1>(with_kind<TypeParam>(padded_problem(p, ConvLayout::kNHWGC)), seed += 8);
+    check_every_path<T, 1>(with_kind<TypeParam>(hipgrad::test::padded_conv_problem(p, ConvLayout::kNHWGC)), seed += 8);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -195,7 +182,7 @@ TYPED_TEST(ConvBackwardDataTest, ListedProblems2D) {
       check_every_path<T, 2>(with_kind<TypeParam>(Problem<2>::packed(p, layout)), seed += 8);
       if (::testing::Test::HasFailure()) return;
     }
-    check_every_path<T, 2>(with_kind<TypeParam>(padded_problem(p, ConvLayout::kGNHWC)), seed += 8);
+    check_every_path<T, 2>(with_kind<TypeParam>(hipgrad::test::padded_conv_problem(p, ConvLayout::kGNHWC)), seed += 8);
     if (::testing::Test::HasFailure()) return;
   }
 }

@@ -19,6 +19,7 @@
 #include "hipgrad/host/reference/conv.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
 #include "hipgrad/ops/conv/detail/plain_gemm.hpp"
+#include "conv/conv_test_problems.hpp"
 #include "reference/reference_test_util.hpp"
 
 namespace {
@@ -165,14 +166,7 @@ RandomCase<NDim> random_case(std::mt19937_64& rng) {
 
 template <int NDim>
 Problem<NDim> problem_of(const RandomCase<NDim>& r) {
-  Problem<NDim> problem = Problem<NDim>::packed(r.params, r.layout);
-  if (r.padded) {
-    using hipgrad::test::padded_strides;
-    problem.input_strides = padded_strides(r.params.input_lengths(), hipgrad::conv::activation_order<NDim>(r.layout));
-    problem.weight_strides = padded_strides(r.params.weight_lengths(), hipgrad::conv::weight_order<NDim>(r.layout));
-    problem.output_strides = padded_strides(r.params.output_lengths(), hipgrad::conv::activation_order<NDim>(r.layout));
-  }
-  return problem;
+  return r.padded ? hipgrad::test::padded_conv_problem(r.params, r.layout) : Problem<NDim>::packed(r.params, r.layout);
 }
 
 template <int NDim, bool kVectors>

@@ -53,14 +53,6 @@ inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
   return std::nullopt;
 }
 
-/// Bytes a tensor's strides span, from its pointer.
-template <typename T>
-std::size_t tensor_bytes(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
-  Index space = 1;
-  for (std::size_t i = 0; i < lengths.size(); ++i) space += (lengths[i] - 1) * strides[i];
-  return static_cast<std::size_t>(space) * sizeof(T);
-}
-
 /// The plain-GEMM path (1×1, unit strides, no padding, one group: plain_gemm.hpp) on the tile
 /// GEMM launcher; a class template of its own, so that it is instantiated once per type and
 /// configuration whatever the rank.
@@ -106,7 +98,7 @@ class BackwardData {
 
   /// The launch's table of sub-problems (one per group and stride phase with dx positions).
   static std::size_t workspace_size(const Problem& problem) {
-    if (!problem.validate().is_ok()) return 0;
+    if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
     const auto count =
         static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
     return channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
@@ -166,11 +158,16 @@ class BackwardData {
       return Status::invalid_argument("dx's strides " + lengths_to_string(problem.input_strides) +
                                       " make two of its elements share memory");
     }
-    const MemoryRange outputs[] = {{args.dx, detail::tensor_bytes<T>(p.input_lengths(), problem.input_strides), "dx"}};
-    const MemoryRange inputs[] = {{args.dy, detail::tensor_bytes<T>(p.output_lengths(), problem.output_strides), "dy"},
-                                  {args.w, detail::tensor_bytes<T>(p.weight_lengths(), problem.weight_strides), "w"}};
+    const MemoryRange outputs[] = {{args.dx, bytes(p.input_lengths(), problem.input_strides), "dx"}};
+    const MemoryRange inputs[] = {{args.dy, bytes(p.output_lengths(), problem.output_strides), "dy"},
+                                  {args.w, bytes(p.weight_lengths(), problem.weight_strides), "w"}};
     HIPGRAD_RETURN_IF_ERROR(check_outputs_disjoint(outputs, inputs));
     return check_index_space(problem);
+  }
+
+  /// Bytes a tensor's strides span from its pointer (validate() bounds them).
+  static std::size_t bytes(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
+    return static_cast<std::size_t>(Problem::element_space(lengths, strides)) * sizeof(T);
   }
 
   /// not_supported where a phase's GEMM does not fit the tile GEMM's 32-bit extents.
