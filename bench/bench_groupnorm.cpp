@@ -28,6 +28,7 @@
 #include "hipgrad/host/gpu_detect.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
 #include "hipgrad/ops/groupnorm/forward.hpp"
+#include "groupnorm_instances.hpp"
 
 namespace {
 

@@ -21,6 +21,7 @@
 #include "hipgrad/host/parallel.hpp"
 #include "hipgrad/ops/groupnorm/backward.hpp"
 #include "hipgrad/ops/groupnorm/forward.hpp"
+#include "groupnorm_instances.hpp"
 
 namespace {
 

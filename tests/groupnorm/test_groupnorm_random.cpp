@@ -32,6 +32,7 @@
 #include "hipgrad/ops/groupnorm/backward_data.hpp"
 #include "hipgrad/ops/groupnorm/backward_gamma_beta.hpp"
 #include "hipgrad/ops/groupnorm/forward.hpp"
+#include "groupnorm_instances.hpp"
 
 namespace {
 

@@ -48,46 +48,22 @@ class Backward {
     TParam* dbeta = nullptr;
   };
 
-  static Status can_implement(const BackwardProblem& p, const Args& a) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    return check_plans(p, plans(p, a));
-  }
+  // The members that reach the kernels (launches, and the plans' occupancy queries) are defined
+  // after the class, not inline, so that an `extern template` declaration of the op keeps its
+  // kernels out of the translation units that only call it.
+  static Status can_implement(const BackwardProblem& p, const Args& a);
 
   /// Enough for a call with or without dx (their layout paths, and so their tilings, may differ),
   /// on either path (the one-read path needs the per-(n, c) totals only, which the three-pass
   /// carve-up starts with).
-  static std::size_t workspace_size(const BackwardProblem& p) {
-    if (!p.validate().is_ok()) return 0;
-    return plans(p, with_dx_args()).workspace;
-  }
+  static std::size_t workspace_size(const BackwardProblem& p);
 
   static Status run(const BackwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
-                    hipStream_t stream) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    const Plans s = plans(p, a);
-    HIPGRAD_RETURN_IF_ERROR(check_plans(p, s));
-    HIPGRAD_RETURN_IF_ERROR(check_workspace(s.workspace, workspace, workspace_bytes));  // workspace_size's bound
-    WorkspaceCarver carver(workspace, workspace_bytes);
-    const Buffers b = carve(s.tiles, s.staged, p, carver);
-    if (s.staged.usable) return run_staged(s.staged, s.tiles, p, a, b, stream);
-    if (s.one_read.usable) {
-      if (p.activation == Activation::kSwish)
-        return run_one_read<Activation::kSwish>(s.one_read, s.tiles, p, a, b, stream);
-      return run_one_read<Activation::kIdentity>(s.one_read, s.tiles, p, a, b, stream);
-    }
-    if (p.activation == Activation::kSwish) return run_as<Activation::kSwish>(s.tiles, p, a, b, stream);
-    return run_as<Activation::kIdentity>(s.tiles, p, a, b, stream);
-  }
+                    hipStream_t stream);
 
   /// The path run() takes for these arguments (default, or no output given: dx, dγ and dβ
   /// wanted, 16-byte aligned pointers).
-  static std::string name(const BackwardProblem& p, const Args& a = Args{}) {
-    const Plans s = plans(p, a.dx || a.dgamma ? a : with_dx_args());
-    return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
-           detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
-           (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) +
-           fold_name(s, p, a.dgamma != nullptr || a.dx == nullptr) + "_" + activation_name(p.activation);
-  }
+  static std::string name(const BackwardProblem& p, const Args& a = Args{});
 
  private:
   static constexpr int kThreads = detail::kBlockThreads;
@@ -380,5 +356,45 @@ class Backward {
     });
   }
 };
+
+template <typename T, typename TParam>
+Status Backward<T, TParam>::can_implement(const BackwardProblem& p, const Args& a) {
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
+  return check_plans(p, plans(p, a));
+}
+
+template <typename T, typename TParam>
+std::size_t Backward<T, TParam>::workspace_size(const BackwardProblem& p) {
+  if (!p.validate().is_ok()) return 0;
+  return plans(p, with_dx_args()).workspace;
+}
+
+template <typename T, typename TParam>
+Status Backward<T, TParam>::run(const BackwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
+                                hipStream_t stream) {
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
+  const Plans s = plans(p, a);
+  HIPGRAD_RETURN_IF_ERROR(check_plans(p, s));
+  HIPGRAD_RETURN_IF_ERROR(check_workspace(s.workspace, workspace, workspace_bytes));  // workspace_size's bound
+  WorkspaceCarver carver(workspace, workspace_bytes);
+  const Buffers b = carve(s.tiles, s.staged, p, carver);
+  if (s.staged.usable) return run_staged(s.staged, s.tiles, p, a, b, stream);
+  if (s.one_read.usable) {
+    if (p.activation == Activation::kSwish)
+      return run_one_read<Activation::kSwish>(s.one_read, s.tiles, p, a, b, stream);
+    return run_one_read<Activation::kIdentity>(s.one_read, s.tiles, p, a, b, stream);
+  }
+  if (p.activation == Activation::kSwish) return run_as<Activation::kSwish>(s.tiles, p, a, b, stream);
+  return run_as<Activation::kIdentity>(s.tiles, p, a, b, stream);
+}
+
+template <typename T, typename TParam>
+std::string Backward<T, TParam>::name(const BackwardProblem& p, const Args& a) {
+  const Plans s = plans(p, a.dx || a.dgamma ? a : with_dx_args());
+  return std::string("groupnorm_bwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
+         detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
+         (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) +
+         fold_name(s, p, a.dgamma != nullptr || a.dx == nullptr) + "_" + activation_name(p.activation);
+}
 
 }  // namespace hipgrad::groupnorm

@@ -44,45 +44,20 @@ class Forward {
     float* rstd = nullptr;  ///< [N, G], optional
   };
 
-  static Status can_implement(const ForwardProblem& p, const Args& a) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    return check_plans(p, plans(p, a));
-  }
+  // The members that reach the kernels (launches, and the plans' occupancy queries) are defined
+  // after the class, not inline, so that an `extern template` declaration of the op keeps its
+  // kernels out of the translation units that only call it.
+  static Status can_implement(const ForwardProblem& p, const Args& a);
 
   /// The three-pass workspace, whichever path a call takes (the others need none): the tile count
   /// depends on the problem and the device only, not on the pointers.
-  static std::size_t workspace_size(const ForwardProblem& p) {
-    if (!p.validate().is_ok()) return 0;
-    return plans(p, Args{}).workspace;
-  }
+  static std::size_t workspace_size(const ForwardProblem& p);
 
   static Status run(const ForwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
-                    hipStream_t stream) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
-    const Plans s = plans(p, a);
-    HIPGRAD_RETURN_IF_ERROR(check_plans(p, s));
-    HIPGRAD_RETURN_IF_ERROR(check_workspace(s.workspace, workspace, workspace_bytes));  // whichever path runs
-    if (s.staged.usable) return run_staged(s.staged, s.tiles, p, a, stream);
-    if (s.one_read.usable) return run_one_read(s.one_read, s.tiles, p, a, stream);
-    WorkspaceCarver carver(workspace, workspace_bytes);
-    const Buffers b = carve(s.tiles, p, carver);
-    HIPGRAD_RETURN_IF_ERROR(launch_moments(s.tiles, p, a, b, stream));
-    HIPGRAD_RETURN_IF_ERROR(
-        status_from_hip(launch_dependent(detail::forward_group_statistics<T, TParam, kStatThreads>,
-                                         static_cast<unsigned>(p.x.n() * p.groups), kStatThreads, 0, stream, b.partials,
-                                         s.tiles.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd, b.affine),
-                        "launch of forward_group_statistics", __FILE__, __LINE__));
-    return launch_apply(s.tiles, p, a, b, stream);
-  }
+                    hipStream_t stream);
 
   /// The path run() takes for these arguments (default: 16-byte aligned pointers).
-  static std::string name(const ForwardProblem& p, const Args& a = Args{}) {
-    const Plans s = plans(p, a);
-    return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
-           detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
-           (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) + "_" +
-           activation_name(p.activation);
-  }
+  static std::string name(const ForwardProblem& p, const Args& a = Args{});
 
  private:
   static constexpr int kThreads = detail::kBlockThreads;
@@ -243,5 +218,46 @@ class Forward {
     });
   }
 };
+
+template <typename T, typename TParam>
+Status Forward<T, TParam>::can_implement(const ForwardProblem& p, const Args& a) {
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
+  return check_plans(p, plans(p, a));
+}
+
+template <typename T, typename TParam>
+std::size_t Forward<T, TParam>::workspace_size(const ForwardProblem& p) {
+  if (!p.validate().is_ok()) return 0;
+  return plans(p, Args{}).workspace;
+}
+
+template <typename T, typename TParam>
+Status Forward<T, TParam>::run(const ForwardProblem& p, const Args& a, void* workspace, std::size_t workspace_bytes,
+                               hipStream_t stream) {
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(p, a));
+  const Plans s = plans(p, a);
+  HIPGRAD_RETURN_IF_ERROR(check_plans(p, s));
+  HIPGRAD_RETURN_IF_ERROR(check_workspace(s.workspace, workspace, workspace_bytes));  // whichever path runs
+  if (s.staged.usable) return run_staged(s.staged, s.tiles, p, a, stream);
+  if (s.one_read.usable) return run_one_read(s.one_read, s.tiles, p, a, stream);
+  WorkspaceCarver carver(workspace, workspace_bytes);
+  const Buffers b = carve(s.tiles, p, carver);
+  HIPGRAD_RETURN_IF_ERROR(launch_moments(s.tiles, p, a, b, stream));
+  HIPGRAD_RETURN_IF_ERROR(
+      status_from_hip(launch_dependent(detail::forward_group_statistics<T, TParam, kStatThreads>,
+                                       static_cast<unsigned>(p.x.n() * p.groups), kStatThreads, 0, stream, b.partials,
+                                       s.tiles.geometry, p.epsilon, a.gamma, a.beta, a.mean, a.rstd, b.affine),
+                      "launch of forward_group_statistics", __FILE__, __LINE__));
+  return launch_apply(s.tiles, p, a, b, stream);
+}
+
+template <typename T, typename TParam>
+std::string Forward<T, TParam>::name(const ForwardProblem& p, const Args& a) {
+  const Plans s = plans(p, a);
+  return std::string("groupnorm_fwd_") + type_name<T>() + "_" + type_name<TParam>() + "_" +
+         detail::path_name(s.tiles.path) + "_v" + std::to_string(s.tiles.vector) +
+         (s.staged.usable ? detail::staged_name(s.staged) : detail::one_read_name(s.one_read)) + "_" +
+         activation_name(p.activation);
+}
 
 }  // namespace hipgrad::groupnorm
