@@ -54,7 +54,7 @@ struct TapWalk {
     padded_channels.divmod(static_cast<std::uint32_t>(k >= 0 && k < k_extent ? k : 0), &tap, &channel);
     t.channel = static_cast<int>(channel);
     t.offset = base + static_cast<Index>(t.channel) * channel_offset;
-HIPGRAD_UNROLL
+    HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) {
       std::uint32_t j = 0;
       taps[d].divmod(tap, &rest, &j);
@@ -120,7 +120,7 @@ struct DyGather {
     s.inside = m >= 0 && m < m_extent;
     std::uint32_t rest = static_cast<std::uint32_t>(s.inside ? m : 0);
     Index offset = 0;
-HIPGRAD_UNROLL
+    HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) {
       std::uint32_t quotient = 0, i = 0;
       count[d].divmod(rest, &quotient, &i);
@@ -140,7 +140,7 @@ HIPGRAD_UNROLL
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE gemm::VectorSource<T> vector(const MnState& m, const KState& k, int length) const {
     bool inside = m.inside != 0 && k.valid > 0;
-HIPGRAD_UNROLL
+    HIPGRAD_UNROLL
     for (int d = 0; d < NDim; ++d) {
       inside = inside && static_cast<unsigned>(m.first_o[d] - k.shift[d]) < static_cast<unsigned>(output_length[d]);
     }
@@ -155,7 +155,7 @@ HIPGRAD_UNROLL
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE KState state_at(const TapCursor<NDim>& at) const {
     KState k{};
     k.at = at;
-HIPGRAD_UNROLL
+    HIPGRAD_UNROLL
     for (int d = 0; d < NDim; ++d) k.shift[d] = at.j[d] * tap_dilation[d];
     k.valid = walk.inside(at, channels) ? (kVectors ? channels - at.channel : 1) : 0;
     return k;
@@ -233,7 +233,7 @@ struct DxScatter {
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE Index offset(int m, int c) const {
     std::uint32_t rest = static_cast<std::uint32_t>(m);
     Index o = static_cast<Index>(c) * stride_c;
-HIPGRAD_UNROLL
+    HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) {
       std::uint32_t quotient = 0, i = 0;
       count[d].divmod(rest, &quotient, &i);
