@@ -100,18 +100,28 @@ struct GatherOperand {
   }
 
   /// The thread's chunks of the tile at k_base, every one by cp.async (zero-filled ones too, so
-  /// that the thread's arrival covers them).
+  /// that the thread's arrival covers them). kWhole: the loader's vectors are whole or absent
+  /// (loader_whole_vectors), so a chunk is copied or zeroed by a predicate.
+  template <bool kWhole>
   HIPGRAD_DEVICE HIPGRAD_INLINE static void copy(char* tile, const MnState* table, const MnState& column,
                                                  const Loader& loader, int k_base, int thread) {
-    constexpr int kBytes = static_cast<int>(sizeof(T));
     const int chunk = thread % Split::kChunksPerRow, first_row = thread / Split::kChunksPerRow;
     if constexpr (Tile::kKContiguous) {
+      (void)column;
       const typename Loader::KState k = loader.k_state(k_base + chunk * Tile::kChunkElements);
-#pragma unroll 4
-      for (int i = 0; i < Split::kChunksPerThread; ++i) {
-        const int row = first_row + i * Split::kRowStep;
-        const VectorSource<T> source = loader.vector(table[row], k, Tile::kChunkElements);
-        copy_chunk_async(tile + Tile::Layout::chunk_offset(row, chunk), source.pointer, source.valid * kBytes);
+      // The row states of a batch are read before its copies: a table read after a cp.async
+      // waits for it (both are shared-memory accesses the compiler keeps in order), so one
+      // read per copy would serialise every copy behind a shared-memory round trip.
+#pragma unroll 1
+      for (int i0 = 0; i0 < Split::kChunksPerThread; i0 += kBatch) {
+        MnState rows[kBatch];
+        HIPGRAD_UNROLL
+        for (int i = 0; i < kBatch; ++i) rows[i] = table[first_row + (i0 + i) * Split::kRowStep];
+        HIPGRAD_UNROLL
+        for (int i = 0; i < kBatch; ++i) {
+          const int row = first_row + (i0 + i) * Split::kRowStep;
+          put<kWhole>(tile + Tile::Layout::chunk_offset(row, chunk), loader.vector(rows[i], k, Tile::kChunkElements));
+        }
       }
     } else {
       (void)table;
@@ -119,10 +129,24 @@ struct GatherOperand {
 #pragma unroll 4
       for (int i = 0; i < Split::kChunksPerThread; ++i) {
         const int row = first_row + i * Split::kRowStep;
-        const VectorSource<T> source = loader.vector(column, k, Tile::kChunkElements);
-        copy_chunk_async(tile + Tile::Layout::chunk_offset(row, chunk), source.pointer, source.valid * kBytes);
+        put<kWhole>(tile + Tile::Layout::chunk_offset(row, chunk), loader.vector(column, k, Tile::kChunkElements));
         loader.advance_k(k, Split::kRowStep);
       }
+    }
+  }
+
+ private:
+  /// Row states read ahead of a batch's copies: 4 where they are small, else 2 (the producer's
+  /// registers are few).
+  static constexpr int kBatchWanted = sizeof(MnState) <= 16 ? 4 : 2;
+  static constexpr int kBatch = Split::kChunksPerThread % kBatchWanted == 0 ? kBatchWanted : 1;
+
+  template <bool kWhole>
+  HIPGRAD_DEVICE HIPGRAD_INLINE static void put(char* destination, const VectorSource<T>& source) {
+    if constexpr (kWhole) {
+      copy_whole_chunk_async(destination, source.pointer, source.valid != 0);
+    } else {
+      copy_chunk_async(destination, source.pointer, source.valid * static_cast<int>(sizeof(T)));
     }
   }
 };
@@ -151,6 +175,7 @@ struct GatherProducer {
     auto* table_b = reinterpret_cast<typename LoaderB::MnState*>(ring.extra + CopyA::kTableBytes);
     typename LoaderA::MnState column_a{};
     typename LoaderB::MnState column_b{};
+    bool whole_a = false, whole_b = false;
     for_each_free_stage<Cfg>(
         ring, schedule,
         [&](const LoaderA& a, const LoaderB& b, int m_base, int n_base) {
@@ -159,11 +184,23 @@ struct GatherProducer {
           if constexpr (kTables) named_barrier_sync(kProducerBarrier, 128);
           column_a = CopyA::start_item(table_a, a, m_base, thread);
           column_b = CopyB::start_item(table_b, b, n_base, thread);
+          whole_a = loader_whole_vectors(a, Plan::TileA::kChunkElements);
+          whole_b = loader_whole_vectors(b, Plan::TileB::kChunkElements);
           if constexpr (kTables) named_barrier_sync(kProducerBarrier, 128);
         },
         [&](const LoaderA& a, const LoaderB& b, int s, int, int, int k) {
-          CopyA::copy(ring.stage(s), table_a, column_a, a, k, thread);
-          CopyB::copy(ring.stage(s) + Plan::TileA::kBytes, table_b, column_b, b, k, thread);
+          char* stage = ring.stage(s);
+          // Uniform over the launch's work items of one sub-problem: no divergence.
+          if (whole_a) {
+            CopyA::template copy<true>(stage, table_a, column_a, a, k, thread);
+          } else {
+            CopyA::template copy<false>(stage, table_a, column_a, a, k, thread);
+          }
+          if (whole_b) {
+            CopyB::template copy<true>(stage + Plan::TileA::kBytes, table_b, column_b, b, k, thread);
+          } else {
+            CopyB::template copy<false>(stage + Plan::TileA::kBytes, table_b, column_b, b, k, thread);
+          }
           mbarrier_arrive_when_copies_land(&ring.full[s]);
         });
     // Copies still in flight when the thread exits complete all the same: the consumers wait

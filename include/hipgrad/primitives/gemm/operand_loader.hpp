@@ -14,6 +14,9 @@
 ///   bool vectors_aligned(int length) const; // every vector(…, length) start is length·sizeof(T) aligned
 ///   static constexpr int kMaxVector;        // optional: vector() returns at most this many
 ///                                           // (LoaderMaxVector); the SIMT path then asks element by element
+///   bool whole_vectors(int length) const;   // optional (loader_whole_vectors): every vector(…, length)
+///                                           // whose contiguous index is a multiple of length has
+///                                           // 0 or length valid elements
 ///
 /// and, for the mainloops that keep per-row state across K tiles, the same vector in two halves:
 ///
@@ -34,6 +37,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/strides.hpp"
@@ -50,6 +54,20 @@ template <typename Loader>
 struct LoaderMaxVector<Loader, std::void_t<decltype(Loader::kMaxVector)>> {
   static constexpr int value = Loader::kMaxVector;
 };
+
+/// Loader::whole_vectors(length) where the loader has it, else false (vectors may be partial).
+template <typename Loader, typename = void>
+struct LoaderWholeVectors {
+  HIPGRAD_HOST_DEVICE static bool of(const Loader&, int) { return false; }
+};
+template <typename Loader>
+struct LoaderWholeVectors<Loader, std::void_t<decltype(std::declval<const Loader&>().whole_vectors(1))>> {
+  HIPGRAD_HOST_DEVICE static bool of(const Loader& loader, int length) { return loader.whole_vectors(length); }
+};
+template <typename Loader>
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE bool loader_whole_vectors(const Loader& loader, int length) {
+  return LoaderWholeVectors<Loader>::of(loader, length);
+}
 
 template <typename T>
 struct VectorSource {
@@ -106,6 +124,10 @@ struct DenseOperand {
     // Selects, not branches: the copy loops stay straight.
     const bool inside = outer.index < outer_size && rest > 0;
     return {inside ? outer.row + inner : data, inside ? (rest < length ? rest : length) : 0};
+  }
+
+  HIPGRAD_HOST_DEVICE bool whole_vectors(int length) const {
+    return (kKContiguous ? k_extent : mn_extent) % length == 0;
   }
 
   HIPGRAD_HOST_DEVICE bool vectors_aligned(int length) const {

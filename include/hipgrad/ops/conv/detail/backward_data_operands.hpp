@@ -161,6 +161,11 @@ struct DyGather {
     return k;
   }
 
+  /// Vectors start at channels that are multiples of length (Kp is one), and K is one too.
+  HIPGRAD_HOST_DEVICE bool whole_vectors(int length) const {
+    return kVectors && channels % length == 0 && static_cast<int>(walk.padded_channels.divisor()) % length == 0;
+  }
+
   /// Every vector of `length` starts length·sizeof(T)-aligned: the base, and every stride a k
   /// vector start is moved by (n, o, and Kp keeps vectors inside one tap).
   HIPGRAD_HOST_DEVICE bool vectors_aligned(int length) const {
@@ -207,6 +212,8 @@ struct WeightGather {
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE gemm::VectorSource<T> vector(int c, int k, int length) const {
     return vector(mn_state(c), k_state(k), length);
   }
+
+  HIPGRAD_HOST_DEVICE bool whole_vectors(int length) const { return kVectors && c_extent % length == 0; }
 
   HIPGRAD_HOST_DEVICE bool vectors_aligned(int length) const {
     if (!kVectors || stride_c != 1) return false;
