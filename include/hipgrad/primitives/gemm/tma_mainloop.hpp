@@ -23,6 +23,7 @@
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/device_intrinsics.hpp"
 #include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/pipeline.hpp"
 #include "hipgrad/primitives/gemm/tile_copy.hpp"
 #include "hipgrad/primitives/gemm/tma.hpp"
@@ -44,11 +45,15 @@ template <typename Cfg>
 HIPGRAD_HOST_DEVICE constexpr int tma_kernel_threads() {
   return (Cfg::kWarps + 4) * 32;
 }
-/// Dynamic shared memory of the TMA kernel: the stage ring (1024-byte aligned) and two 8-byte
-/// barriers per stage.
+/// Shared memory in which a consumer warpgroup stages its accumulators for the epilogue, one
+/// slab of columns at a time (WarpSpecialisedMainloop::store_staged).
+inline constexpr int kEpilogueStagingBytes = 8192;
+
+/// Dynamic shared memory of the TMA kernel: the stage ring (1024-byte aligned), two 8-byte
+/// barriers per stage and each consumer warpgroup's epilogue staging.
 template <typename Cfg, typename T>
 constexpr int tma_kernel_shared_bytes() {
-  return Cfg::template shared_bytes<T>() + 16 * Cfg::kStages;
+  return Cfg::template shared_bytes<T>() + 16 * Cfg::kStages + Cfg::kWarps / 4 * kEpilogueStagingBytes;
 }
 
 namespace detail {
@@ -90,14 +95,66 @@ struct WarpSpecialisedMainloop {
   /// Register operands (TF32) must stay intact until their wgmmas end: those stages are released
   /// after wait_group 0, shared-memory ones one stage later (wait_group 1).
   static constexpr int kPendingBatches = Plan::kRegisterA ? 0 : 1;
+  /// Consumer warpgroup g meets on hardware barrier kStagingBarrier + g in the staged epilogue
+  /// (0 is the block's, 1 a producer's own).
+  static constexpr int kStagingBarrier = 2;
 
   struct Ring {
     char* stages;
     std::uint64_t* full;
     std::uint64_t* empty;
-    char* extra;  ///< the producer's own Producer::kSharedBytes, after the barriers
+    float* staging;  ///< kEpilogueStagingBytes per consumer warpgroup, after the barriers
+    char* extra;     ///< the producer's own Producer::kSharedBytes, after the staging
     HIPGRAD_DEVICE char* stage(int s) const { return stages + s * kStageBytes; }
   };
+
+  /// Epilogues with store_vector get the warpgroup's tile through shared memory (store_staged),
+  /// except where the block computes Cᵀ (TF32 with an N-contiguous B): there a warp's fragment
+  /// already holds runs of n, and staging measured slower.
+  static constexpr bool kStagedEpilogue = EpilogueStoresVectors<Epilogue>::value && !Plan::kSwap;
+
+  /// Hands a warpgroup's accumulators to the epilogue in runs of kEpilogueVector n of one m:
+  /// slab by slab of kSlab columns, the warpgroup writes its accumulators of the slab to
+  /// `staging` (rows m, 16-byte chunks XOR-swizzled by row, so that neither the fragment writes
+  /// nor the row reads meet in one bank), meets on its own hardware barrier, and each thread
+  /// reads runs of 8 and stores them; a second meeting lets the next slab overwrite the staging.
+  HIPGRAD_DEVICE static void store_staged(const Accumulators& acc, const Epilogue& epilogue, float* staging,
+                                          int m_base, int n_base, int row0, int warp_in_group, int lane,
+                                          int split, int barrier) {
+    static_assert(!Plan::kSwap, "a staged tile is rows of m");
+    constexpr int kSlab = kEpilogueStagingBytes / 4 / Plan::kGroupRows;
+    static_assert(kSlab % 8 == 0 && Plan::kN % kSlab == 0, "slabs of whole 8-column fragments");
+    constexpr int kChunks = kSlab / 4;
+    constexpr int kRunsPerRow = kSlab / kEpilogueVector;
+    constexpr int kRuns = Plan::kGroupRows * kRunsPerRow;
+    static_assert(kRuns % 128 == 0, "every thread stores the same number of runs");
+    const auto at = [](int r, int c) { return r * kSlab + ((c / 4) ^ (r % kChunks)) * 4 + c % 4; };
+    const int thread = static_cast<int>(threadIdx.x) % 128;
+    HIPGRAD_UNROLL
+    for (int slab = 0; slab < Plan::kN / kSlab; ++slab) {
+      // A slab wholly past the problem's n stores nothing: the warpgroup skips the rest as one.
+      if (n_base + slab * kSlab >= epilogue.n_size) break;
+      HIPGRAD_UNROLL
+      for (int i = 0; i < Plan::kAtoms; ++i) HIPGRAD_UNROLL
+      for (int e = 0; e < Plan::kAccumulators; e += 2) {
+        if (8 * (e >> 2) / kSlab != slab) continue;  // decided at compile time
+        const AccumulatorCoord c = mma_sync_accumulator(lane, e);
+        // e and e + 1 are columns n, n + 1 of one row: one 8-byte write.
+        *reinterpret_cast<float2*>(staging + at(64 * i + 16 * warp_in_group + c.m, c.n - slab * kSlab)) =
+            make_float2(acc[i][e], acc[i][e + 1]);
+      }
+      named_barrier_sync(barrier, 128);
+      HIPGRAD_UNROLL
+      for (int run = thread; run < kRuns; run += 128) {
+        const int r = run / kRunsPerRow, c = run % kRunsPerRow * kEpilogueVector;
+        float values[kEpilogueVector];
+        *reinterpret_cast<float4*>(values) = *reinterpret_cast<const float4*>(staging + at(r, c));
+        *reinterpret_cast<float4*>(values + 4) = *reinterpret_cast<const float4*>(staging + at(r, c + 4));
+        epilogue.store_vector(m_base + row0 + r, n_base + slab * kSlab + c, values, split);
+      }
+      named_barrier_sync(barrier, 128);
+    }
+  }
 
   /// A consumer warpgroup's loop: per K tile wait for the stage, issue its wgmmas, release the
   /// stage whose wgmmas have finished; per work item hand the accumulators to the epilogue.
@@ -130,8 +187,13 @@ struct WarpSpecialisedMainloop {
         wgmma_wait<0>();
         Stages::pin(acc);
         if (kPendingBatches == 1 && w.kt_count > 0 && lane == 0) mbarrier_arrive(&ring.empty[previous]);
-        Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane,
-                      w.split);
+        if constexpr (kStagedEpilogue) {
+          store_staged(acc, epilogue, ring.staging + group * (kEpilogueStagingBytes / 4), w.tile.m * Cfg::kBlockM,
+                       w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane, w.split, kStagingBarrier + group);
+        } else {
+          Stages::store(acc, epilogue, w.tile.m * Cfg::kBlockM, w.tile.n * Cfg::kBlockN, row0, warp_in_group, lane,
+                        w.split);
+        }
       });
     }
   }
@@ -139,9 +201,11 @@ struct WarpSpecialisedMainloop {
   /// The block's part of one product (ProductSchedule) or of several (GroupedSchedule).
   template <typename Schedule>
   HIPGRAD_DEVICE static void run(char* shared, const Schedule& schedule) {
+    char* after_barriers = shared + Cfg::kStages * (kStageBytes + 16);
     const Ring ring{shared, reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes),
                     reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes) + Cfg::kStages,
-                    shared + Cfg::kStages * (kStageBytes + 16)};
+                    reinterpret_cast<float*>(after_barriers),
+                    after_barriers + kConsumerWarps / 4 * kEpilogueStagingBytes};
     const int thread = static_cast<int>(threadIdx.x);
     if (thread == 0) {
       for (int s = 0; s < Cfg::kStages; ++s) {

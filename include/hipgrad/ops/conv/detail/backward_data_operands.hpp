@@ -21,6 +21,8 @@
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
+#include "hipgrad/core/vector_access.hpp"
+#include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
 
 namespace hipgrad::conv::detail {
@@ -253,6 +255,17 @@ struct DxScatter {
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void store(int m, int c, float accumulator, int) const {
     if (m >= m_size || c >= n_size) return;
     out[offset(m, c)] = type_convert<T>(accumulator);
+  }
+
+  /// The position's offset once for the run of channels, one 16-byte store where they are
+  /// contiguous and aligned.
+  HIPGRAD_DEVICE HIPGRAD_INLINE void store_vector(int m, int c, const float* accumulators, int split) const {
+    if (m >= m_size) return;
+    if (stride_c == 1 && c + gemm::kEpilogueVector <= n_size) {
+      T* p = out + offset(m, c);
+      if (is_vector_aligned<T, kVector16<T>>(p)) return gemm::store_scaled_vector(p, accumulators, 1.0f);
+    }
+    for (int j = 0; j < gemm::kEpilogueVector; ++j) store(m, c + j, accumulators[j], split);
   }
 };
 
