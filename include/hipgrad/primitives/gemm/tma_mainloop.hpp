@@ -177,6 +177,10 @@ struct WarpSpecialisedMainloop {
           wgmma_wait<kPendingBatches>();
           Stages::pin(acc);
           if (kPendingBatches == 0) {
+            // Register operands: every lane read the stage with its own loads, and lane 0's
+            // arrival releases only its own; the warp barrier orders the others' before it, so
+            // that the producer's next copies into the stage come after all of them.
+            __syncwarp();
             if (lane == 0) mbarrier_arrive(&ring.empty[s]);
           } else if (t > 0 && lane == 0) {
             mbarrier_arrive(&ring.empty[previous]);
