@@ -1,0 +1,195 @@
+/// @file backward_data_tma.hpp
+/// @brief Backward-data's operands as tiled tensor maps, for a producer that loads each stage with
+///        two TMA copies instead of 16-byte gathers (not yet used by the op: the maps and
+///        coordinates are checked on the CPU first, tests/conv/test_conv_backward_data_tma.cpp).
+///
+/// A sub-problem (group g, stride phase) is tiled in M by boxes of its positions
+/// (position_boxes.hpp) and in K by tiles of one tap and BK channels (K tiles = taps × ⌈K / BK⌉,
+/// BK channels = one 128-byte row). Per K tile:
+///
+/// * A: one box of dy's map (k, [g], o_NDim, …, o_1, n), box (BK, [1], shape_NDim, …, shape_1,
+///   shape_n), at (k0, [g], output_base + i − j·tap_dilation per dimension, n): the box's rows
+///   land in the tile's row order (the last spatial dimension fastest); coordinates outside dy —
+///   the padding, negative ones included — and channels past K read as zeros.
+/// * B: one box per 128-byte panel of the tile's BN columns of w's map (c, f, k, [g]) with the
+///   filter taps flattened (f = Σ f_d·filter_pitch_d, the filter packed), box (panel, 1, BK, [1]),
+///   at (c0, f(first_tap + j·tap_step), k0, [g]); channels past K read as zeros here too, so
+///   their products are 0·0.
+///
+/// The g dimension (box 1) keeps a box inside its group: a channel past K reads zero, never the
+/// next group's data. It exists where G > 1, which 3-D problems cannot afford (six dimensions).
+#pragma once
+
+#include <cstdint>
+
+#include "hipgrad/core/config.hpp"
+#include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/core/strides.hpp"
+#include "hipgrad/ops/conv/detail/position_boxes.hpp"
+#include "hipgrad/ops/conv/detail/stride_phases.hpp"
+#include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
+
+namespace hipgrad::conv::detail {
+
+/// A K tile's channels: one 128-byte row of a 128-byte swizzled tile.
+inline constexpr int kTmaRowBytes = 128;
+
+/// Why tensor maps cannot read backward-data's dy and w (null where they can): channels
+/// contiguous (dy's k, w's c), dy within five dimensions, w's filter packed (its taps flatten
+/// into one dimension), and TMA's rules for both maps at their bases.
+template <int NDim>
+const char* backward_data_tma_blocker(const Problem<NDim>& problem, const void* dy, const void* w, int element_bytes);
+
+/// The maps' shapes: dy's with the box of `boxes`, w's with a panel a box.
+template <int NDim>
+gemm::TensorMapShape dy_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
+template <int NDim>
+gemm::TensorMapShape w_tensor_map(const Problem<NDim>& problem, int element_bytes);
+
+/// The copies' coordinates of one sub-problem (group, phase), innermost dimension first, as the
+/// producer makes them per K tile: kt = tap × chunks + chunk, the taps' j in stride_phases' order
+/// (the last dimension fastest).
+template <int NDim>
+struct TmaTapCoordinates {
+  int group;                 ///< the g coordinate; -1: the maps have no g dimension
+  int bk;                    ///< channels a K tile
+  FastDivmod chunks;         ///< ⌈K / bk⌉
+  FastDivmod taps[NDim];     ///< the phase's taps per dimension
+  int output_base[NDim];     ///< dy position of (i = 0, j = 0)
+  int tap_dilation[NDim];    ///< dy positions a tap moves back
+  int first_tap[NDim];       ///< filter index of j = 0
+  int tap_step[NDim];        ///< filter positions a tap moves on
+  int filter_pitch[NDim];    ///< flattened filter index per filter position
+
+  /// The phase's taps for K tile kt; the chunk's first channel in *k0.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void tap_of(int kt, int* j, int* k0) const {
+    std::uint32_t tap = 0, chunk = 0, rest = 0, jd = 0;
+    chunks.divmod(static_cast<std::uint32_t>(kt), &tap, &chunk);
+    *k0 = static_cast<int>(chunk) * bk;
+    HIPGRAD_UNROLL
+    for (int d = NDim - 1; d >= 0; --d) {
+      taps[d].divmod(tap, &rest, &jd);
+      j[d] = static_cast<int>(jd);
+      tap = rest;
+    }
+  }
+
+  /// dy's box for the M tile whose first grid point is origin = (n, i_1, …, i_NDim); returns the
+  /// map's rank.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int dy_box(const int* origin, int kt, int* c) const {
+    int j[NDim], k0 = 0;
+    tap_of(kt, j, &k0);
+    int r = 0;
+    c[r++] = k0;
+    if (group >= 0) c[r++] = group;
+    HIPGRAD_UNROLL
+    for (int d = NDim - 1; d >= 0; --d) c[r++] = output_base[d] + origin[1 + d] - j[d] * tap_dilation[d];
+    c[r++] = origin[0];
+    return r;
+  }
+
+  /// w's box for the panel of columns from c0; returns the map's rank.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int w_box(int kt, int c0, int* c) const {
+    int j[NDim], k0 = 0;
+    tap_of(kt, j, &k0);
+    int f = 0;
+    HIPGRAD_UNROLL
+    for (int d = 0; d < NDim; ++d) f += (first_tap[d] + j[d] * tap_step[d]) * filter_pitch[d];
+    int r = 0;
+    c[r++] = c0;
+    c[r++] = f;
+    c[r++] = k0;
+    if (group >= 0) c[r++] = group;
+    return r;
+  }
+};
+
+/// The coordinates of group g's sub-problem of `phase` (a phase with taps).
+template <int NDim>
+TmaTapCoordinates<NDim> tma_tap_coordinates(const Problem<NDim>& problem, const Phase<NDim>& phase, Index g,
+                                            int element_bytes);
+
+// ---- definitions ---------------------------------------------------------------------------
+
+template <int NDim>
+const char* backward_data_tma_blocker(const Problem<NDim>& problem, const void* dy, const void* w, int element_bytes) {
+  const ConvParams<NDim>& p = problem.params;
+  if (problem.output_strides[2] != 1) return "dy's channels are not contiguous (tensor maps read runs of channels)";
+  if (problem.weight_strides[2] != 1) return "w's input channels are not contiguous (tensor maps read runs of them)";
+  if (2 + NDim + (p.G > 1 ? 1 : 0) > gemm::TensorMapShape::kMaxRank) {
+    return "a grouped 3-D dy needs six tensor-map dimensions (five at most)";
+  }
+  for (int d = 0; d + 1 < NDim; ++d) {
+    if (problem.weight_strides[3 + d] != problem.weight_strides[4 + d] * p.filter[d + 1]) {
+      return "w's filter is not packed (its taps do not flatten into one tensor-map dimension)";
+    }
+  }
+  const PositionBoxes<NDim> one{};  // the box's shape does not change what TMA allows of dy
+  if (const char* blocker = gemm::tensor_map_blocker(dy_tensor_map(problem, element_bytes, one), dy)) return blocker;
+  return gemm::tensor_map_blocker(w_tensor_map(problem, element_bytes), w);
+}
+
+template <int NDim>
+gemm::TensorMapShape dy_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
+  const ConvParams<NDim>& p = problem.params;
+  const std::vector<Index>& s = problem.output_strides;  // [G, N, K, O...]
+  const auto out = p.output_spatial();
+  gemm::TensorMapShape m;
+  m.element_bytes = element_bytes;
+  auto add = [&m, element_bytes](Index size, Index stride, int box) {
+    m.size[m.rank] = size;
+    m.stride_bytes[m.rank] = stride * element_bytes;
+    m.box[m.rank] = box < 1 ? 1 : box;
+    ++m.rank;
+  };
+  add(p.K, s[2], kTmaRowBytes / element_bytes);
+  if (p.G > 1) add(p.G, s[0], 1);
+  for (int d = NDim - 1; d >= 0; --d) add(out[static_cast<std::size_t>(d)], s[3 + d], boxes.shape[1 + d]);
+  add(p.N, s[1], boxes.shape[0]);
+  return m;
+}
+
+template <int NDim>
+gemm::TensorMapShape w_tensor_map(const Problem<NDim>& problem, int element_bytes) {
+  const ConvParams<NDim>& p = problem.params;
+  const std::vector<Index>& s = problem.weight_strides;  // [G, K, C, F...]
+  Index taps = 1;
+  for (int d = 0; d < NDim; ++d) taps *= p.filter[d];
+  gemm::TensorMapShape m;
+  m.element_bytes = element_bytes;
+  const int panel = kTmaRowBytes / element_bytes;
+  m.rank = p.G > 1 ? 4 : 3;
+  const Index sizes[4] = {p.C, taps, p.K, p.G};
+  const Index strides[4] = {s[2], s[2 + NDim], s[1], s[0]};  // f: the last filter dimension's stride
+  const int box[4] = {panel, 1, panel, 1};
+  for (int d = 0; d < m.rank; ++d) {
+    m.size[d] = sizes[d];
+    m.stride_bytes[d] = strides[d] * element_bytes;
+    m.box[d] = box[d];
+  }
+  return m;
+}
+
+template <int NDim>
+TmaTapCoordinates<NDim> tma_tap_coordinates(const Problem<NDim>& problem, const Phase<NDim>& phase, Index g,
+                                            int element_bytes) {
+  const ConvParams<NDim>& p = problem.params;
+  TmaTapCoordinates<NDim> t{};
+  t.group = p.G > 1 ? static_cast<int>(g) : -1;
+  t.bk = kTmaRowBytes / element_bytes;
+  t.chunks = FastDivmod(static_cast<std::uint32_t>(ceil_div(p.K, static_cast<Index>(t.bk))));
+  Index pitch = 1;
+  for (int d = NDim - 1; d >= 0; --d) {
+    t.taps[d] = FastDivmod(static_cast<std::uint32_t>(phase[d].taps));
+    t.output_base[d] = static_cast<int>(phase[d].output_base);
+    t.tap_dilation[d] = static_cast<int>(phase[d].tap_dilation);
+    t.first_tap[d] = static_cast<int>(phase[d].first_tap);
+    t.tap_step[d] = static_cast<int>(phase[d].tap_step);
+    t.filter_pitch[d] = static_cast<int>(pitch);
+    pitch *= p.filter[d];
+  }
+  return t;
+}
+
+}  // namespace hipgrad::conv::detail
