@@ -61,10 +61,10 @@ std::vector<float> load_box(const TensorMapShape& map, const float* base, const 
   return out;
 }
 
-/// dx of backward-data as the TMA producer and a box epilogue would make it: per sub-problem
-/// (group, phase) and M tile (a box of the phase's positions), per K tile one dy box and a w box
-/// per panel at the coordinates of TmaTapCoordinates; rows inside the grid stored. Phases
-/// without taps are written as zeros. Counts the stores per element.
+/// dx of backward-data as the TMA producer and the box epilogue make it: per sub-problem (group,
+/// phase) and M tile (a box of the phase's positions), per K tile one dy box and a w box per
+/// panel at the coordinates of TmaTapCoordinates; every row of the tile handed to BoxScatter,
+/// which stores those inside the grid. Counts the stores per element.
 template <int NDim>
 void tma_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy, const Tensor<float>& w, Tensor<float>& dx,
                        std::vector<int>& stores, int rows) {
@@ -87,6 +87,8 @@ void tma_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy, co
       const TensorMapShape dy_map = cd::dy_tensor_map(problem, kElementBytes, boxes);
       const cd::TmaTapCoordinates<NDim> at_tap = cd::tma_tap_coordinates<NDim>(problem, phase, g, kElementBytes);
       const Index k_tiles = taps * ((p.K + at_tap.bk - 1) / at_tap.bk);
+      const cd::BoxScatter<float, NDim> scatter = cd::box_scatter<float, NDim>(problem, dx.data(), g, phase, boxes, rows);
+      ASSERT_EQ(scatter.m_size, boxes.tiles() * rows);
       Index first[NDim + 1], point[NDim + 1];
       for (Index t = 0; t < boxes.tiles(); ++t) {
         boxes.origin(t, first);
@@ -110,14 +112,15 @@ void tma_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy, co
             }
           }
         }
+        // Every row of the tile through the box epilogue, as the GPU's consumers hand them over.
         for (int r = 0; r < rows; ++r) {
-          if (!boxes.point(first, r, point)) continue;
-          std::vector<Index> dx_at = {g, point[0], 0};
-          for (int d = 0; d < NDim; ++d) dx_at.push_back(phase[d].first + point[d + 1] * strides[d]);
-          for (Index ch = 0; ch < p.C; ++ch) {
-            dx_at[2] = ch;
-            dx(dx_at) = static_cast<float>(acc[static_cast<std::size_t>(r * p.C + ch)]);
-            ++stores[static_cast<std::size_t>(dx.offset(dx_at))];
+          const int m = static_cast<int>(t) * rows + r;
+          Index offset = 0;
+          const bool stored = scatter.row_offset(m, &offset);
+          EXPECT_EQ(stored, boxes.point(first, r, point)) << "row " << r;
+          for (int ch = 0; ch < p.C; ++ch) {
+            scatter.store(m, ch, static_cast<float>(acc[static_cast<std::size_t>(r * p.C + ch)]), 0);
+            if (stored) ++stores[static_cast<std::size_t>(scatter.out - dx.data() + offset + ch * scatter.stride_c)];
           }
         }
       }

@@ -24,10 +24,13 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
+#include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/conv/detail/position_boxes.hpp"
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
 
 namespace hipgrad::conv::detail {
@@ -104,6 +107,121 @@ struct TmaTapCoordinates {
     return r;
   }
 };
+
+/// PositionBoxes for the device: a tile's first grid point and a row's grid point by fast
+/// division, 32-bit (a sub-problem's tiles × rows fit an int: the grouped launch checks).
+template <int NDim>
+struct BoxGrid {
+  static constexpr int kDims = NDim + 1;
+  FastDivmod boxes[kDims];  ///< boxes per dimension (n, i_1, …)
+  FastDivmod shape[kDims];  ///< grid points of a box per dimension
+  int extent[kDims];
+
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void origin(int tile, int* first) const {
+    std::uint32_t rest = static_cast<std::uint32_t>(tile), quotient = 0, box = 0;
+    HIPGRAD_UNROLL
+    for (int d = kDims - 1; d >= 0; --d) {
+      boxes[d].divmod(rest, &quotient, &box);
+      first[d] = static_cast<int>(box * shape[d].divisor());
+      rest = quotient;
+    }
+  }
+
+  /// The grid point of row r of the box at `first`; false past the grid or the box's rows.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE bool point(const int* first, int row, int* at) const {
+    std::uint32_t rest = static_cast<std::uint32_t>(row), quotient = 0, within = 0;
+    bool inside = true;
+    HIPGRAD_UNROLL
+    for (int d = kDims - 1; d >= 0; --d) {
+      shape[d].divmod(rest, &quotient, &within);
+      at[d] = first[d] + static_cast<int>(within);
+      inside = inside && at[d] < extent[d];
+      rest = quotient;
+    }
+    return inside && rest == 0;
+  }
+};
+
+template <int NDim>
+BoxGrid<NDim> box_grid(const PositionBoxes<NDim>& boxes) {
+  BoxGrid<NDim> g{};
+  for (int d = 0; d <= NDim; ++d) {
+    g.boxes[d] = FastDivmod(static_cast<std::uint32_t>(boxes.boxes[d]));
+    g.shape[d] = FastDivmod(static_cast<std::uint32_t>(boxes.shape[d]));
+    g.extent[d] = static_cast<int>(boxes.extent[d]);
+  }
+  return g;
+}
+
+/// The epilogue of a boxed sub-problem: its M is tiles × tile_rows, row m = tile·tile_rows + r is
+/// row r of the tile's box; element (m, c) goes to dx[n, c, first + i·s] where the row lies inside
+/// the phase's grid, converted once from the fp32 sum. Grouped launches do not split K.
+template <typename T, int NDim>
+struct BoxScatter {
+  T* out;  ///< dx of the group at the phase's first position
+  Index stride_n;
+  Index stride_c;
+  Index stride_i[NDim];  ///< dx's stride times the phase's stride s
+  BoxGrid<NDim> grid;
+  FastDivmod tile_rows;  ///< the GEMM's block M
+  int m_size;            ///< tiles × tile_rows
+  int n_size;            ///< C
+  float* partials;
+
+  /// dx's offset of row m's position at channel 0; false where the row stores nothing.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE bool row_offset(int m, Index* offset) const {
+    std::uint32_t tile = 0, row = 0;
+    tile_rows.divmod(static_cast<std::uint32_t>(m), &tile, &row);
+    int first[NDim + 1], at[NDim + 1];
+    grid.origin(static_cast<int>(tile), first);
+    if (m >= m_size || !grid.point(first, static_cast<int>(row), at)) return false;
+    Index o = static_cast<Index>(at[0]) * stride_n;
+    HIPGRAD_UNROLL
+    for (int d = 0; d < NDim; ++d) o += static_cast<Index>(at[1 + d]) * stride_i[d];
+    *offset = o;
+    return true;
+  }
+
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void store(int m, int c, float accumulator, int) const {
+    Index o = 0;
+    if (c >= n_size || !row_offset(m, &o)) return;
+    out[o + static_cast<Index>(c) * stride_c] = type_convert<T>(accumulator);
+  }
+
+  /// The row's offset once for the run of channels, one 16-byte store where they are contiguous
+  /// and aligned.
+  HIPGRAD_DEVICE HIPGRAD_INLINE void store_vector(int m, int c, const float* accumulators, int split) const {
+    Index o = 0;
+    if (!row_offset(m, &o)) return;
+    if (stride_c == 1 && c + gemm::kEpilogueVector <= n_size) {
+      T* p = out + o + c;
+      if (is_vector_aligned<T, kVector16<T>>(p)) return gemm::store_scaled_vector(p, accumulators, 1.0f);
+    }
+    for (int j = 0; j < gemm::kEpilogueVector; ++j) store(m, c + j, accumulators[j], split);
+  }
+};
+
+/// The epilogue of group g's sub-problem of `phase`, tiled by `boxes` in tiles of tile_rows rows.
+template <typename T, int NDim>
+BoxScatter<T, NDim> box_scatter(const Problem<NDim>& problem, T* dx, Index g, const Phase<NDim>& phase,
+                                const PositionBoxes<NDim>& boxes, int tile_rows) {
+  const std::vector<Index>& s = problem.input_strides;  // [G, N, C, X...]
+  BoxScatter<T, NDim> e{};
+  Index first = g * s[0];
+  for (int d = 0; d < NDim; ++d) {
+    first += phase[d].first * s[3 + d];
+    e.stride_i[d] = s[3 + d] * problem.params.strides[d];
+  }
+  e.out = dx + first;
+  e.stride_n = s[1];
+  e.stride_c = s[2];
+  e.grid = box_grid(boxes);
+  e.tile_rows = FastDivmod(static_cast<std::uint32_t>(tile_rows));
+  e.m_size = static_cast<int>(boxes.tiles() * tile_rows);
+  e.n_size = static_cast<int>(problem.params.C);
+  e.partials = nullptr;
+  return e;
+}
 
 /// The coordinates of group g's sub-problem of `phase` (a phase with taps).
 template <int NDim>
