@@ -32,7 +32,7 @@ constexpr const char* kOptionsHelp =
     "  --dtype=fp16|bf16|fp32        dy, w and dx (default fp16)\n"
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
-    "  --algorithm=auto              auto, gather, matrix or simt (a forced one that cannot run is an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt or tma_boxes (a forced one that cannot run is an error)\n"
     "  --repeats=20                  timed runs when time=1\n";
 
 /// The command line's convolution, dtype and options; `grouped`: the sizes start NDim G N K C.
@@ -63,13 +63,14 @@ inline Status parse_layout(const std::string& text, hc::ConvLayout* layout) {
 }
 
 inline Status parse_algorithm(const std::string& text, hc::Algorithm* algorithm) {
-  for (hc::Algorithm a : {hc::Algorithm::kAuto, hc::Algorithm::kGather, hc::Algorithm::kMatrix, hc::Algorithm::kSimt}) {
+  for (hc::Algorithm a : {hc::Algorithm::kAuto, hc::Algorithm::kGather, hc::Algorithm::kMatrix, hc::Algorithm::kSimt,
+                          hc::Algorithm::kTmaBoxes}) {
     if (text == hc::algorithm_name(a)) {
       *algorithm = a;
       return Status::ok();
     }
   }
-  return Status::invalid_argument("bad option --algorithm=" + text + ": expected auto, gather, matrix or simt");
+  return Status::invalid_argument("bad option --algorithm=" + text + ": expected auto, gather, matrix, simt or tma_boxes");
 }
 
 /// Reads the sizes (NDim, [G,] N, K, C and 6·NDim spatial values) and the options.

@@ -115,7 +115,7 @@ std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
   // Aligned, disjoint fake pointers: can_implement never dereferences them.
   const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
                                reinterpret_cast<T*>(Index{3} << 40)};
-  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather}) {
+  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather, Algorithm::kTmaBoxes}) {
     problem.algorithm = a;
     if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
   }
@@ -347,6 +347,19 @@ TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
   unknown.algorithm = static_cast<Algorithm>(9);
   refused(unknown, ok, StatusCode::kInvalidArgument, "unknown algorithm");
   EXPECT_EQ(Op::workspace_size(zero), 0u);
+  // The TMA box path where its maps cannot read the operands: channels not contiguous (NGCHW),
+  // and exact fp32, which has no matrix path; its workspace holds the maps too.
+  Problem<2> ngchw = Problem<2>::packed(good, hipgrad::conv::ConvLayout::kNGCHW);
+  ngchw.algorithm = Algorithm::kTmaBoxes;
+  refused(ngchw, ok, StatusCode::kNotSupported, "tma_boxes with NGCHW");
+  EXPECT_NE(Op::can_implement(ngchw, ok).message().find("contiguous"), std::string::npos);
+  Problem<2> exact = problem;
+  exact.algorithm = Algorithm::kTmaBoxes;
+  using Fp32 = hipgrad::conv::BackwardData<float, 2>;
+  std::vector<float> floats(1 << 16);
+  const Fp32::Args fp32_args{floats.data() + 30000, floats.data() + 50000, floats.data()};
+  EXPECT_NE(Fp32::can_implement(exact, fp32_args).message().find("exact fp32"), std::string::npos);
+  EXPECT_GT(Op::workspace_size(exact), Op::workspace_size(problem));
 }
 
 }  // namespace

@@ -32,8 +32,10 @@
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
+#include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
 #include "hipgrad/ops/conv/detail/plain_gemm.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
 #include "hipgrad/primitives/gemm/launcher.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
@@ -48,6 +50,7 @@ inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
     case Algorithm::kGather: return gemm::Path::kGather;
     case Algorithm::kMatrix: return gemm::Path::kMatrix;
     case Algorithm::kSimt: return gemm::Path::kSimt;
+    case Algorithm::kTmaBoxes:  // not the tile GEMM launcher's: BackwardData runs it itself
     case Algorithm::kAuto: break;
   }
   return std::nullopt;
@@ -92,6 +95,9 @@ class BackwardData {
 
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    if (problem.algorithm == Algorithm::kTmaBoxes) return with_box_config(problem, [&](auto cfg) {
+      return box_status<decltype(cfg)>(problem, args);
+    });
     if (detail::is_plain_gemm(problem)) return plain_plan(problem, args).status;
     return with_plan(problem, args, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
   }
@@ -99,8 +105,9 @@ class BackwardData {
   /// The launch's table of sub-problems (one per group and stride phase with dx positions).
   static std::size_t workspace_size(const Problem& problem) {
     if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
-    const auto count =
-        static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
+    const auto phases = static_cast<int>(detail::backward_data_phases(problem).size());
+    const auto count = static_cast<int>(problem.params.G * phases);
+    if (problem.algorithm == Algorithm::kTmaBoxes) return box_workspace_bytes(count, phases);
     return channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
                                         : LauncherOf<false>::workspace_bytes(count);
   }
@@ -117,6 +124,14 @@ class BackwardData {
     if (!problem.validate().is_ok()) return "conv_bwd_data_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_data_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (problem.algorithm == Algorithm::kTmaBoxes) {
+      return with_box_config(problem, [&](auto cfg) {
+        gemm::TileGemmPlan plan;
+        plan.path = gemm::Path::kTma;
+        plan.wgmma = true;
+        return op + "_boxes_grouped_" + gemm::tile_gemm_kernel_name<decltype(cfg)>(plan);
+      });
+    }
     if (detail::is_plain_gemm(problem))
       return op + "_gemm_" + gemm::tile_gemm_kernel_name<Cfg>(plain_plan(problem, args));
     return with_plan(problem, args, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
@@ -201,6 +216,60 @@ class BackwardData {
     return visit_plan<true, Cfg>(problem, args, visit);
   }
 
+  // ---- kTmaBoxes: dy and w by TMA boxes (backward_data_tma.hpp, box_producer.hpp) ----------
+
+  using BoxSubProblem = gemm::SubProblem<detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>, detail::BoxScatter<T, NDim>>;
+  static constexpr std::size_t kTensorMapBytes = 128;
+
+  /// The sub-problem table, then the maps (w's, and dy's: one per phase at most), 128-byte aligned.
+  static std::size_t box_workspace_bytes(int count, int phases) {
+    return round_up(gemm::grouped_workspace_bytes<BoxSubProblem>(count), kTensorMapBytes) +
+           static_cast<std::size_t>(phases + 1) * kTensorMapBytes;
+  }
+
+  /// visit(TileCfg{}) with the configuration the box path runs (as with_plan chooses).
+  template <typename Visit>
+  static auto with_box_config(const Problem& problem, Visit&& visit) {
+    if constexpr (!std::is_same_v<Cfg, NarrowCfg>) {
+      if (problem.params.C <= NarrowCfg::kBlockN) return visit(NarrowCfg{});
+    }
+    return visit(Cfg{});
+  }
+
+  /// ok where the box path runs `problem` here with configuration TileCfg.
+  template <typename TileCfg>
+  static Status box_status(const Problem& problem, const Args& args) {
+    const std::string no = "algorithm tma_boxes cannot run: ";
+    if constexpr (TileCfg::kBlockK * sizeof(T) != detail::kTmaRowBytes ||
+                  !gemm::tma_kernel_supported<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>()) {
+      return Status::not_supported(no + "its tiles are not 128-byte rows the TMA kernel runs");
+    } else {
+#if defined(HIPGRAD_BACKEND_CUDA)
+      if (std::is_same_v<T, float> && !problem.allow_tf32) return Status::not_supported(no + "exact fp32 has no matrix path");
+      if (const char* b = detail::backward_data_tma_blocker(problem, args.dy, args.w, sizeof(T)))
+        return Status::not_supported(no + b);
+      const DeviceInfo& device = current_device_info();
+      if (!device.known || !gemm::device_runs_wgmma(device.device))
+        return Status::not_supported(no + "the code loaded for this device was not compiled for sm_90a");
+      if (gemm::detail::tensor_map_encoder() == nullptr) return Status::not_supported(no + "the driver has no tensor maps");
+      if (static_cast<std::size_t>(gemm::tma_kernel_shared_bytes<TileCfg, T>()) > device.shared_per_block_opt_in)
+        return Status::not_supported(no + "more shared memory per block than the device allows");
+      for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
+        if (detail::box_tiles<NDim>(problem, phase, TileCfg::kBlockM).tiles() * TileCfg::kBlockM > (Index{1} << 31) - 1)
+          return Status::not_supported(no + "a phase's boxed rows exceed 2^31 - 1");
+      }
+      return Status::ok();
+#else
+      (void)problem, (void)args;
+      return Status::not_supported(no + "TMA exists in CUDA builds only");
+#endif
+    }
+  }
+
+  template <typename TileCfg>
+  static Status run_boxes(const Problem& problem, const Args& args, void* workspace, std::size_t bytes,
+                          hipStream_t stream);
+
   template <bool kVectors, typename TileCfg, typename Visit>
   static auto visit_plan(const Problem& problem, const Args& args, Visit& visit) {
     using Launcher = LauncherOf<kVectors, TileCfg>;
@@ -216,6 +285,13 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg>::run(const Problem& problem, const 
                                        std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+  if (problem.algorithm == Algorithm::kTmaBoxes) {
+    return with_box_config(problem, [&](auto cfg) {
+      using TileCfg = decltype(cfg);
+      HIPGRAD_RETURN_IF_ERROR(box_status<TileCfg>(problem, args));
+      return run_boxes<TileCfg>(problem, args, workspace, workspace_bytes, stream);
+    });
+  }
   if (detail::is_plain_gemm(problem)) {
     const gemm::TileGemmPlan plan = plain_plan(problem, args);
     HIPGRAD_RETURN_IF_ERROR(plan.status);
@@ -227,6 +303,75 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg>::run(const Problem& problem, const 
     return Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes,
                             stream);
   });
+}
+
+template <typename T, int NDim, typename Cfg, typename NarrowCfg>
+template <typename TileCfg>
+Status BackwardData<T, NDim, Cfg, NarrowCfg>::run_boxes(const Problem& problem, const Args& args, void* workspace,
+                                                       std::size_t bytes, hipStream_t stream) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  if constexpr (TileCfg::kBlockK * sizeof(T) == detail::kTmaRowBytes) {
+    using Plan = gemm::WgmmaPlan<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>;
+    const ConvParams<NDim>& p = problem.params;
+    const std::vector<detail::Phase<NDim>> phases = detail::backward_data_phases(problem);
+    const int count = static_cast<int>(p.G * static_cast<Index>(phases.size()));
+    const std::size_t table = gemm::grouped_workspace_bytes<BoxSubProblem>(count);
+    auto* maps_on_device = static_cast<unsigned char*>(workspace) + round_up(table, kTensorMapBytes);
+    // Map 0 is w's; then one of dy per distinct box shape.
+    std::vector<CUtensorMap> maps(1);
+    HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(detail::w_tensor_map(problem, sizeof(T)), args.w, &maps[0]));
+    std::vector<detail::PositionBoxes<NDim>> shapes;
+    std::vector<std::size_t> map_of_phase;
+    for (const detail::Phase<NDim>& phase : phases) {
+      const detail::PositionBoxes<NDim> boxes = detail::box_tiles<NDim>(problem, phase, TileCfg::kBlockM);
+      std::size_t at = 0;
+      while (at < shapes.size() && !detail::same_box(shapes[at], boxes)) ++at;
+      if (at == shapes.size()) {
+        shapes.push_back(boxes);
+        maps.emplace_back();
+        HIPGRAD_RETURN_IF_ERROR(
+            gemm::encode_tensor_map_shape<T>(detail::dy_tensor_map(problem, sizeof(T), boxes), args.dy, &maps.back()));
+      }
+      map_of_phase.push_back(at + 1);
+    }
+    HIPGRAD_RETURN_IF_HIP_ERROR(
+        hipMemcpyAsync(maps_on_device, maps.data(), maps.size() * sizeof(CUtensorMap), hipMemcpyHostToDevice, stream));
+    std::vector<BoxSubProblem> problems;
+    problems.reserve(static_cast<std::size_t>(count));
+    const int panel = detail::kTmaRowBytes / static_cast<int>(sizeof(T));
+    for (Index g = 0; g < p.G; ++g) {
+      for (std::size_t f = 0; f < phases.size(); ++f) {
+        const detail::PositionBoxes<NDim> boxes = detail::box_tiles<NDim>(problem, phases[f], TileCfg::kBlockM);
+        const detail::TmaTapCoordinates<NDim> taps = detail::tma_tap_coordinates<NDim>(problem, phases[f], g, sizeof(T));
+        const Index k_tiles = detail::phase_extents<NDim>(problem, phases[f]).taps * ceil_div(p.K, Index{taps.bk});
+        BoxSubProblem s{};
+        s.a.map = maps_on_device + map_of_phase[f] * kTensorMapBytes;
+        s.a.taps = taps;
+        s.a.grid = detail::box_grid(boxes);
+        s.a.tile_rows = FastDivmod(static_cast<std::uint32_t>(TileCfg::kBlockM));
+        s.a.box_rows = boxes.rows();
+        s.a.m_extent = static_cast<int>(boxes.tiles() * TileCfg::kBlockM);
+        s.a.k_extent = static_cast<int>(k_tiles * taps.bk);
+        s.b.map = maps_on_device;
+        s.b.taps = taps;
+        s.b.panels = TileCfg::kBlockN / panel;
+        s.b.panel_bytes = Plan::TileB::Layout::kPanelBytes;
+        s.b.c_extent = static_cast<int>(p.C);
+        s.b.k_extent = s.a.k_extent;
+        s.epilogue = detail::box_scatter<T, NDim>(problem, args.dx, g, phases[f], boxes, TileCfg::kBlockM);
+        problems.push_back(s);
+      }
+    }
+    return gemm::launch_grouped_box_gemm<TileCfg>(problems.data(), count, workspace, table, current_device_info(),
+                                                  stream);
+  } else {
+    (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;
+    return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte rows");
+  }
+#else
+  (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;
+  return Status::not_supported("algorithm tma_boxes: TMA exists in CUDA builds only");
+#endif
 }
 
 }  // namespace hipgrad::conv

@@ -197,6 +197,8 @@ enum class Algorithm {
   kGather,  ///< the warp-specialised gather kernel (sm_90a)
   kMatrix,  ///< the cp.async matrix mainloops (wgmma, mma.sync, MFMA)
   kSimt,    ///< the FMA mainloop: any strides, any alignment, exact fp32
+  kTmaBoxes,  ///< backward-data: the warp-specialised kernel with TMA box copies of dy and w
+              ///< (sm_90a, channels contiguous; never chosen by kAuto: not yet run on a GPU)
 };
 
 inline const char* algorithm_name(Algorithm a) {
@@ -205,6 +207,7 @@ inline const char* algorithm_name(Algorithm a) {
     case Algorithm::kGather: return "gather";
     case Algorithm::kMatrix: return "matrix";
     case Algorithm::kSimt: return "simt";
+    case Algorithm::kTmaBoxes: return "tma_boxes";
   }
   return "unknown";
 }
@@ -243,7 +246,7 @@ struct Problem {
     HIPGRAD_RETURN_IF_ERROR(validate_strides("output", output_strides, params.output_lengths()));
     if (split_k < 0)
       return Status::invalid_argument("split_k must be 0 (auto) or positive, got " + std::to_string(split_k));
-    if (static_cast<int>(algorithm) < 0 || static_cast<int>(algorithm) > static_cast<int>(Algorithm::kSimt)) {
+    if (static_cast<int>(algorithm) < 0 || static_cast<int>(algorithm) > static_cast<int>(Algorithm::kTmaBoxes)) {
       return Status::invalid_argument("unknown algorithm " + std::to_string(static_cast<int>(algorithm)));
     }
     return Status::ok();

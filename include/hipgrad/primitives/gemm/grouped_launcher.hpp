@@ -45,6 +45,36 @@ struct GroupedGemmPlan {
   std::size_t workspace_bytes = 0;  ///< the sub-problems and their starts, on the device
 };
 
+/// Bytes of workspace for `count` sub-problems of type Problem and their item starts: the
+/// sub-problems, then count + 1 starts, 256-byte aligned.
+template <typename Problem>
+std::size_t grouped_starts_offset(int count) {
+  return round_up(static_cast<std::size_t>(count > 0 ? count : 0) * sizeof(Problem), std::size_t{256});
+}
+template <typename Problem>
+std::size_t grouped_workspace_bytes(int count) {
+  return grouped_starts_offset<Problem>(count) + static_cast<std::size_t>(count + 1) * sizeof(long long);
+}
+
+/// Copies `count` sub-problems and their item starts to `workspace` (grouped_workspace_bytes of
+/// it) on `stream` and gives the kernels' view of them.
+template <typename LoaderA, typename LoaderB, typename Epilogue>
+Status stage_grouped_problems(const SubProblem<LoaderA, LoaderB, Epilogue>* problems, int count,
+                              const std::vector<long long>& starts, void* workspace, hipStream_t stream,
+                              GroupedProblems<LoaderA, LoaderB, Epilogue>* staged_problems) {
+  using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
+  const std::size_t offset = grouped_starts_offset<Problem>(count);
+  std::vector<unsigned char> staged(grouped_workspace_bytes<Problem>(count));
+  std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
+  std::memcpy(staged.data() + offset, starts.data(), starts.size() * sizeof(long long));
+  // From pageable memory: the runtime has taken the bytes when the call returns.
+  HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(workspace, staged.data(), staged.size(), hipMemcpyHostToDevice, stream));
+  auto* base = static_cast<unsigned char*>(workspace);
+  *staged_problems = {reinterpret_cast<const Problem*>(base), reinterpret_cast<const long long*>(base + offset), count,
+                      static_cast<int>(starts.back())};
+  return Status::ok();
+}
+
 template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
 class GroupedGemmLauncher {
   using Single = TileGemmLauncher<Cfg, LoaderA, LoaderB, Epilogue>;
@@ -58,7 +88,7 @@ class GroupedGemmLauncher {
  public:
   /// Bytes of workspace a launch of `count` sub-problems needs: the sub-problems, then count + 1
   /// item starts, 256-byte aligned.
-  static std::size_t workspace_bytes(int count) { return starts_offset(count) + (count + 1) * sizeof(long long); }
+  static std::size_t workspace_bytes(int count) { return grouped_workspace_bytes<Problem>(count); }
 
   /// The path (forced, or the first of gather, matrix where every sub-problem runs it, else SIMT),
   /// the items, the grid.
@@ -98,16 +128,10 @@ class GroupedGemmLauncher {
     if (!plan.status.is_ok()) return plan.status;
     HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace_bytes, workspace, bytes));
     if (plan.items == 0) return Status::ok();
-    const std::vector<long long> starts = item_starts(plan.path, problems, count);
-    std::vector<unsigned char> staged(plan.workspace_bytes);
-    std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
-    std::memcpy(staged.data() + starts_offset(count), starts.data(), starts.size() * sizeof(long long));
-    // From pageable memory: the runtime has taken the bytes when the call returns.
-    HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(workspace, staged.data(), staged.size(), hipMemcpyHostToDevice, stream));
-    auto* base = static_cast<unsigned char*>(workspace);
-    const GroupedProblems<LoaderA, LoaderB, Epilogue> device_problems{
-        reinterpret_cast<const Problem*>(base), reinterpret_cast<const long long*>(base + starts_offset(count)), count,
-        static_cast<int>(plan.items)};
+    GroupedProblems<LoaderA, LoaderB, Epilogue> device_problems{};
+    HIPGRAD_RETURN_IF_ERROR(
+        stage_grouped_problems(problems, count, item_starts(plan.path, problems, count), workspace, stream,
+                               &device_problems));
     return launch_kernel(plan, device_problems, stream);
   }
 
@@ -143,10 +167,6 @@ class GroupedGemmLauncher {
       case Path::kSimt: break;
     }
     return {};
-  }
-
-  static std::size_t starts_offset(int count) {
-    return round_up(static_cast<std::size_t>(count > 0 ? count : 0) * sizeof(Problem), std::size_t{256});
   }
 
   static const char* request_blocker(const Problem* problems, int count, const TileGemmRequest& request) {

@@ -27,6 +27,7 @@
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
+#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
 #include "hipgrad/primitives/gemm/wgmma_atom.hpp"
 
 #if defined(HIPGRAD_BACKEND_CUDA)
@@ -180,6 +181,31 @@ Status make_tma_operand(TmaOperand<T, kKContiguous>& out, const DenseOperand<T, 
   return Status::ok();
 }
 
+/// Encodes a tiled map of `shape` (tensor_map_shape.hpp) over `base`, 128-byte swizzled, zeros
+/// outside: not ok where the driver has no encoder, the shape breaks TMA's rules or the driver
+/// refuses it.
+template <typename T>
+Status encode_tensor_map_shape(const TensorMapShape& shape, const void* base, CUtensorMap* map) {
+  if (shape.element_bytes != static_cast<int>(sizeof(T))) return Status::invalid_argument("a tensor map of another element size");
+  if (const char* blocker = tensor_map_blocker(shape, base)) return Status::not_supported(blocker);
+  const detail::TensorMapEncoder encode = detail::tensor_map_encoder();
+  if (encode == nullptr) return Status::not_supported("the driver has no cuTensorMapEncodeTiled");
+  cuuint64_t sizes[TensorMapShape::kMaxRank], strides[TensorMapShape::kMaxRank];
+  cuuint32_t box[TensorMapShape::kMaxRank], element_strides[TensorMapShape::kMaxRank];
+  for (int d = 0; d < shape.rank; ++d) {
+    sizes[d] = static_cast<cuuint64_t>(shape.size[d]);
+    if (d > 0) strides[d - 1] = static_cast<cuuint64_t>(shape.stride_bytes[d]);
+    box[d] = static_cast<cuuint32_t>(shape.box[d]);
+    element_strides[d] = 1;
+  }
+  const CUresult r = encode(map, detail::tensor_map_type<T>(), static_cast<cuuint32_t>(shape.rank),
+                            const_cast<void*>(base), sizes, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return Status::not_supported("cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return Status::ok();
+}
+
 #endif  // HIPGRAD_BACKEND_CUDA
 
 /// The TMA form of an operand loader: `type` (with a tensor map, built by make_tma_operand) where
@@ -255,6 +281,46 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_box(void* destination, const CUtenso
           shared_address(destination)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(barrier))
       : "memory");
+}
+
+/// Copies the box of a map of `rank` dimensions (2 to 5) at coordinates c (innermost first) to
+/// `destination`; the bytes complete on `barrier`. Issued by one thread.
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_box(void* destination, const CUtensorMap* map, const int* c, int rank,
+                                                std::uint64_t* barrier) {
+  const std::uint32_t to = shared_address(destination), bar = shared_address(barrier);
+  const auto from = reinterpret_cast<std::uint64_t>(map);
+  switch (rank) {
+    case 3:
+      asm volatile(
+          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+          "[%5];\n" ::"r"(to),
+          "l"(from), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(bar)
+          : "memory");
+      return;
+    case 4:
+      asm volatile(
+          "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+          "[%6];\n" ::"r"(to),
+          "l"(from), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(bar)
+          : "memory");
+      return;
+    case 5:
+      asm volatile(
+          "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
+          "%6}], [%7];\n" ::"r"(to),
+          "l"(from), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), "r"(bar)
+          : "memory");
+      return;
+    default: tma_load_box(destination, map, c[0], c[1], barrier);
+  }
+}
+
+/// Makes a tensor map in global memory, written before the kernel started (a copy from the
+/// host), visible to this thread's tensor copies: the tensor-map proxy is not synchronised at a
+/// kernel's start.
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_acquire_map(const CUtensorMap* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(reinterpret_cast<std::uint64_t>(map))
+               : "memory");
 }
 
 /// Fetches a tensor map into the descriptor cache ahead of its first use.

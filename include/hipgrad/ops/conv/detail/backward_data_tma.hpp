@@ -1,7 +1,8 @@
 /// @file backward_data_tma.hpp
 /// @brief Backward-data's operands as tiled tensor maps, for a producer that loads each stage with
-///        two TMA copies instead of 16-byte gathers (not yet used by the op: the maps and
-///        coordinates are checked on the CPU first, tests/conv/test_conv_backward_data_tma.cpp).
+///        a few TMA copies instead of 16-byte gathers (box_producer.hpp; not yet used by the op:
+///        the maps, coordinates and epilogue are checked on the CPU,
+///        tests/conv/test_conv_backward_data_tma.cpp, the device side is not yet run).
 ///
 /// A sub-problem (group g, stride phase) is tiled in M by boxes of its positions
 /// (position_boxes.hpp) and in K by tiles of one tap and BK channels (K tiles = taps × ⌈K / BK⌉,
@@ -20,6 +21,7 @@
 /// next group's data. It exists where G > 1, which 3-D problems cannot afford (six dimensions).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "hipgrad/core/config.hpp"
@@ -32,6 +34,7 @@
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
+#include "hipgrad/primitives/gemm/tma.hpp"
 
 namespace hipgrad::conv::detail {
 
@@ -200,6 +203,83 @@ struct BoxScatter {
     for (int j = 0; j < gemm::kEpilogueVector; ++j) store(m, c + j, accumulators[j], split);
   }
 };
+
+/// A of a boxed sub-problem (box_producer.hpp): per K tile one box of dy's map, the M tile's
+/// box of positions at the tap's coordinates.
+template <typename T, int NDim>
+struct DyBoxes {
+  using Element = T;
+  static constexpr bool kKContiguous = true;
+  const void* map;  ///< dy's CUtensorMap with this sub-problem's box, in device memory
+  TmaTapCoordinates<NDim> taps;
+  BoxGrid<NDim> grid;
+  FastDivmod tile_rows;  ///< the GEMM's block M
+  int box_rows;          ///< rows one box brings (at most tile_rows)
+  int m_extent;          ///< tiles × tile_rows
+  int k_extent;          ///< K tiles × bk
+
+  HIPGRAD_HOST_DEVICE int mn_size() const { return m_extent; }
+  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
+  HIPGRAD_HOST_DEVICE int tile_bytes() const { return box_rows * kTmaRowBytes; }
+
+#if defined(HIPGRAD_GEMM_TMA)
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
+    std::uint32_t t = 0, row = 0;
+    tile_rows.divmod(static_cast<std::uint32_t>(m_base), &t, &row);
+    int first[NDim + 1], c[gemm::TensorMapShape::kMaxRank];
+    grid.origin(static_cast<int>(t), first);
+    const int rank = taps.dy_box(first, k_base / taps.bk, c);
+    gemm::tma_load_box(tile, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+  }
+#endif
+};
+
+/// B of a boxed sub-problem: per K tile one box of w's map per 128-byte panel of the tile's
+/// columns (c), each panel_bytes apart in the stage.
+template <typename T, int NDim>
+struct WBoxes {
+  using Element = T;
+  static constexpr bool kKContiguous = false;
+  const void* map;  ///< w's CUtensorMap, in device memory
+  TmaTapCoordinates<NDim> taps;
+  int panels;       ///< the block N's 128-byte panels
+  int panel_bytes;  ///< a panel's bytes in the stage
+  int c_extent;     ///< C
+  int k_extent;     ///< K tiles × bk
+
+  HIPGRAD_HOST_DEVICE int mn_size() const { return c_extent; }
+  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
+  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+
+#if defined(HIPGRAD_GEMM_TMA)
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int n_base, int k_base, std::uint64_t* barrier) const {
+    const int kt = k_base / taps.bk, panel = kTmaRowBytes / static_cast<int>(sizeof(T));
+    int c[gemm::TensorMapShape::kMaxRank];
+    for (int p = 0; p < panels; ++p) {
+      const int rank = taps.w_box(kt, n_base + p * panel, c);
+      gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+    }
+  }
+#endif
+};
+
+/// The boxes of a phase's positions for tiles of `rows` rows (position_boxes).
+template <int NDim>
+PositionBoxes<NDim> box_tiles(const Problem<NDim>& problem, const Phase<NDim>& phase, int rows) {
+  std::array<Index, NDim + 1> extent{};
+  extent[0] = problem.params.N;
+  for (int d = 0; d < NDim; ++d) extent[static_cast<std::size_t>(d) + 1] = phase[d].count;
+  return position_boxes<NDim>(extent, rows);
+}
+
+/// Whether two phases' boxes have one shape (then one dy map serves both).
+template <int NDim>
+bool same_box(const PositionBoxes<NDim>& x, const PositionBoxes<NDim>& y) {
+  for (int d = 0; d <= NDim; ++d) {
+    if (x.shape[d] != y.shape[d]) return false;
+  }
+  return true;
+}
 
 /// The epilogue of group g's sub-problem of `phase`, tiled by `boxes` in tiles of tile_rows rows.
 template <typename T, int NDim>
