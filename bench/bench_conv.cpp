@@ -6,6 +6,9 @@
 ///        bench/torch_conv.py times cuDNN on the same lines.
 ///
 ///   bench_conv [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20] [--problems=all|dense|grouped]
+///              [--algorithm=auto|gather|matrix|simt|tma_boxes]
+///
+/// A forced algorithm that cannot run a line skips it with the reason (on stderr).
 
 #include <array>
 #include <cstdio>
@@ -55,6 +58,8 @@ std::vector<ConvCase> cases(const std::string& which) {
   return dense;
 }
 
+hc::Algorithm g_algorithm = hc::Algorithm::kAuto;
+
 template <int NDim>
 hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
   hc::ConvParams<NDim> p;
@@ -65,6 +70,7 @@ hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
   }
   hc::Problem<NDim> problem = hc::Problem<NDim>::packed(p, hc::ConvLayout::kNHWGC);
   problem.allow_tf32 = tf32;
+  problem.algorithm = g_algorithm;
   return problem;
 }
 
@@ -94,7 +100,11 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   auto args = [&](int copy) {
     return typename Op::Args{dy.data() + copy * dy_elements, w.data() + copy * w_elements, dx.data()};
   };
-  HIPGRAD_RETURN_IF_ERROR(Op::can_implement(problem, args(0)));
+  if (const Status can = Op::can_implement(problem, args(0)); !can.is_ok()) {
+    if (g_algorithm == hc::Algorithm::kAuto) return can;
+    std::fprintf(stderr, "bench_conv: skipped %s %s: %s\n", cc.label, dtype, can.to_string().c_str());
+    return Status::ok();
+  }
   float ms = 0;
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
       [&](int copy) { return Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr); }, copies,
@@ -143,8 +153,14 @@ Status run(const ConvCase& cc, const std::string& dtype, int repeats) {
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "repeats", "problems"});
+  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "repeats", "problems", "algorithm"});
   const auto repeats = static_cast<int>(args.get_int("repeats", 20));
+  const std::string algorithm = args.get_string("algorithm", "auto");
+  bool known = false;
+  for (int a = 0; a <= static_cast<int>(hc::Algorithm::kTmaBoxes); ++a) {
+    if (algorithm == hc::algorithm_name(static_cast<hc::Algorithm>(a))) g_algorithm = static_cast<hc::Algorithm>(a), known = true;
+  }
+  if (s.is_ok() && !known) s = Status::invalid_argument("--algorithm takes auto, gather, matrix, simt or tma_boxes");
   const std::string which = args.get_string("problems", "all");
   if (s.is_ok()) s = args.option_status();
   if (s.is_ok() && which != "all" && which != "dense" && which != "grouped") {
