@@ -128,6 +128,68 @@ void tma_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy, co
   }
 }
 
+/// dx through the op's own plan (box_plan): per sub-problem and block tile, the operands' copy
+/// coordinates (DyBoxes / WBoxes::coordinates, what their device loads issue) read through the
+/// planned maps, K tiles and panels as the sub-problem's extents say, every element of the block
+/// tile handed to its epilogue. Counts the stores per element.
+template <int NDim>
+void planned_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy, const Tensor<float>& w,
+                           Tensor<float>& dx, std::vector<int>& stores, int block_m, int block_n) {
+  alignas(16) static const unsigned char maps_base[16] = {};
+  const int bk = cd::kTmaRowBytes / kElementBytes;
+  const cd::BoxPlan<float, NDim> plan =
+      cd::box_plan<float, NDim>(problem, dx.data(), maps_base, block_m, block_n, bk * cd::kTmaRowBytes);
+  ASSERT_EQ(plan.problems.size(), static_cast<std::size_t>(problem.params.G) *
+                                      cd::stride_phases<NDim>(problem.params.input, problem.params.filter,
+                                                              problem.params.strides, problem.params.dilations,
+                                                              problem.params.left_pads).size());
+  stores.assign(dx.storage().size(), 0);
+  for (const cd::BoxSubProblem<float, NDim>& s : plan.problems) {
+    const auto map_of = [&](const void* map) {
+      const auto index = static_cast<std::size_t>((static_cast<const unsigned char*>(map) - maps_base) / cd::kTensorMapBytes);
+      EXPECT_LT(index, plan.maps.size());
+      return plan.maps[index];
+    };
+    const TensorMapShape a_map = map_of(s.a.map), b_map = map_of(s.b.map);
+    ASSERT_EQ(s.a.k_extent, s.b.k_extent);
+    ASSERT_EQ(s.a.m_extent % block_m, 0);
+    ASSERT_EQ(s.a.tile_bytes(), a_map.box_bytes());
+    ASSERT_EQ(s.b.tile_bytes(), s.b.panels * b_map.box_bytes());
+    for (int m_base = 0; m_base < s.a.m_extent; m_base += block_m) {
+      for (int n_base = 0; n_base < s.b.c_extent; n_base += block_n) {
+        std::vector<double> acc(static_cast<std::size_t>(block_m * block_n), 0.0);
+        for (int k_base = 0; k_base < s.a.k_extent; k_base += bk) {
+          int c[TensorMapShape::kMaxRank] = {};
+          ASSERT_EQ(s.a.coordinates(m_base, k_base, c), a_map.rank);
+          const std::vector<float> a = load_box(a_map, dy.data(), c);
+          for (int p = 0; p < s.b.panels; ++p) {
+            ASSERT_EQ(s.b.coordinates(n_base, k_base, p, c), b_map.rank);
+            const std::vector<float> b = load_box(b_map, w.data(), c);
+            for (int r = 0; r < s.a.box_rows; ++r) {
+              for (int k = 0; k < bk; ++k) {
+                for (int cc = 0; cc < bk; ++cc) {
+                  acc[static_cast<std::size_t>(r * block_n + p * bk + cc)] +=
+                      static_cast<double>(a[static_cast<std::size_t>(r * bk + k)]) * b[static_cast<std::size_t>(k * bk + cc)];
+                }
+              }
+            }
+          }
+        }
+        for (int r = 0; r < block_m; ++r) {
+          Index offset = 0;
+          const bool stored = s.epilogue.row_offset(m_base + r, &offset);
+          for (int col = 0; col < block_n; ++col) {
+            s.epilogue.store(m_base + r, n_base + col, static_cast<float>(acc[static_cast<std::size_t>(r * block_n + col)]), 0);
+            if (stored && n_base + col < s.epilogue.n_size) {
+              ++stores[static_cast<std::size_t>(s.epilogue.out - dx.data() + offset + (n_base + col) * s.epilogue.stride_c)];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 /// Strides of `lengths` stored in `order` (slowest first), each dimension marked in `gap` padded
 /// to a multiple of 4 elements and 4 more: unpacked, but every stride a multiple of 16 bytes
 /// where the unpadded ones are.
@@ -198,6 +260,15 @@ void check_random_problems(unsigned seed, int count) {
     tma_backward_data<NDim>(problem, dy, w, dx, stores, rows);
     if (::testing::Test::HasFatalFailure()) return;
     EXPECT_TRUE(hipgrad::test::bitwise_equal(expected, dx)) << "rows " << rows;
+    // The op's plan, with blocks of 64 or 128 rows and one or two panels of columns.
+    Tensor<float> planned(p.input_lengths(), problem.input_strides);
+    hipgrad::test::fill_nan(planned);
+    std::vector<int> planned_stores;
+    const int block_m = 64 << pick(0, 1), block_n = 32 << pick(0, 1);
+    planned_backward_data<NDim>(problem, dy, w, planned, planned_stores, block_m, block_n);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_TRUE(hipgrad::test::bitwise_equal(expected, planned)) << "blocks " << block_m << " x " << block_n;
+    EXPECT_EQ(planned_stores, stores) << "the plan stores every dx element once";
     std::vector<int> expected_stores(stores.size(), 0);
     std::vector<Index> at(static_cast<std::size_t>(3 + NDim), 0);
     for (Index e = 0; e < dx.num_elements(); ++e) {  // the logical elements, gaps left out

@@ -218,8 +218,8 @@ class BackwardData {
 
   // ---- kTmaBoxes: dy and w by TMA boxes (backward_data_tma.hpp, box_producer.hpp) ----------
 
-  using BoxSubProblem = gemm::SubProblem<detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>, detail::BoxScatter<T, NDim>>;
-  static constexpr std::size_t kTensorMapBytes = 128;
+  using BoxSubProblem = detail::BoxSubProblem<T, NDim>;
+  static constexpr std::size_t kTensorMapBytes = detail::kTensorMapBytes;
 
   /// The sub-problem table, then the maps (w's, and dy's: one per phase at most), 128-byte aligned.
   static std::size_t box_workspace_bytes(int count, int phases) {
@@ -312,57 +312,20 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg>::run_boxes(const Problem& problem, 
 #if defined(HIPGRAD_BACKEND_CUDA)
   if constexpr (TileCfg::kBlockK * sizeof(T) == detail::kTmaRowBytes) {
     using Plan = gemm::WgmmaPlan<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>;
-    const ConvParams<NDim>& p = problem.params;
-    const std::vector<detail::Phase<NDim>> phases = detail::backward_data_phases(problem);
-    const int count = static_cast<int>(p.G * static_cast<Index>(phases.size()));
+    const int count = static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
     const std::size_t table = gemm::grouped_workspace_bytes<BoxSubProblem>(count);
     auto* maps_on_device = static_cast<unsigned char*>(workspace) + round_up(table, kTensorMapBytes);
-    // Map 0 is w's; then one of dy per distinct box shape.
-    std::vector<CUtensorMap> maps(1);
-    HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(detail::w_tensor_map(problem, sizeof(T)), args.w, &maps[0]));
-    std::vector<detail::PositionBoxes<NDim>> shapes;
-    std::vector<std::size_t> map_of_phase;
-    for (const detail::Phase<NDim>& phase : phases) {
-      const detail::PositionBoxes<NDim> boxes = detail::box_tiles<NDim>(problem, phase, TileCfg::kBlockM);
-      std::size_t at = 0;
-      while (at < shapes.size() && !detail::same_box(shapes[at], boxes)) ++at;
-      if (at == shapes.size()) {
-        shapes.push_back(boxes);
-        maps.emplace_back();
-        HIPGRAD_RETURN_IF_ERROR(
-            gemm::encode_tensor_map_shape<T>(detail::dy_tensor_map(problem, sizeof(T), boxes), args.dy, &maps.back()));
-      }
-      map_of_phase.push_back(at + 1);
+    const detail::BoxPlan<T, NDim> plan = detail::box_plan<T, NDim>(problem, args.dx, maps_on_device, TileCfg::kBlockM,
+                                                                     TileCfg::kBlockN, Plan::TileB::Layout::kPanelBytes);
+    static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
+    std::vector<CUtensorMap> maps(plan.maps.size());
+    for (std::size_t i = 0; i < maps.size(); ++i) {
+      const void* base = i == 0 ? static_cast<const void*>(args.w) : static_cast<const void*>(args.dy);
+      HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[i], base, &maps[i]));
     }
     HIPGRAD_RETURN_IF_HIP_ERROR(
         hipMemcpyAsync(maps_on_device, maps.data(), maps.size() * sizeof(CUtensorMap), hipMemcpyHostToDevice, stream));
-    std::vector<BoxSubProblem> problems;
-    problems.reserve(static_cast<std::size_t>(count));
-    const int panel = detail::kTmaRowBytes / static_cast<int>(sizeof(T));
-    for (Index g = 0; g < p.G; ++g) {
-      for (std::size_t f = 0; f < phases.size(); ++f) {
-        const detail::PositionBoxes<NDim> boxes = detail::box_tiles<NDim>(problem, phases[f], TileCfg::kBlockM);
-        const detail::TmaTapCoordinates<NDim> taps = detail::tma_tap_coordinates<NDim>(problem, phases[f], g, sizeof(T));
-        const Index k_tiles = detail::phase_extents<NDim>(problem, phases[f]).taps * ceil_div(p.K, Index{taps.bk});
-        BoxSubProblem s{};
-        s.a.map = maps_on_device + map_of_phase[f] * kTensorMapBytes;
-        s.a.taps = taps;
-        s.a.grid = detail::box_grid(boxes);
-        s.a.tile_rows = FastDivmod(static_cast<std::uint32_t>(TileCfg::kBlockM));
-        s.a.box_rows = boxes.rows();
-        s.a.m_extent = static_cast<int>(boxes.tiles() * TileCfg::kBlockM);
-        s.a.k_extent = static_cast<int>(k_tiles * taps.bk);
-        s.b.map = maps_on_device;
-        s.b.taps = taps;
-        s.b.panels = TileCfg::kBlockN / panel;
-        s.b.panel_bytes = Plan::TileB::Layout::kPanelBytes;
-        s.b.c_extent = static_cast<int>(p.C);
-        s.b.k_extent = s.a.k_extent;
-        s.epilogue = detail::box_scatter<T, NDim>(problem, args.dx, g, phases[f], boxes, TileCfg::kBlockM);
-        problems.push_back(s);
-      }
-    }
-    return gemm::launch_grouped_box_gemm<TileCfg>(problems.data(), count, workspace, table, current_device_info(),
+    return gemm::launch_grouped_box_gemm<TileCfg>(plan.problems.data(), count, workspace, table, current_device_info(),
                                                   stream);
   } else {
     (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
@@ -33,6 +34,7 @@
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/epilogue.hpp"
+#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 #include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
 #include "hipgrad/primitives/gemm/tma.hpp"
 
@@ -222,13 +224,19 @@ struct DyBoxes {
   HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return box_rows * kTmaRowBytes; }
 
-#if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
+  /// The box's coordinates for the tile at (m_base, k_base); returns the map's rank.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int m_base, int k_base, int* c) const {
     std::uint32_t t = 0, row = 0;
     tile_rows.divmod(static_cast<std::uint32_t>(m_base), &t, &row);
-    int first[NDim + 1], c[gemm::TensorMapShape::kMaxRank];
+    int first[NDim + 1];
     grid.origin(static_cast<int>(t), first);
-    const int rank = taps.dy_box(first, k_base / taps.bk, c);
+    return taps.dy_box(first, k_base / taps.bk, c);
+  }
+
+#if defined(HIPGRAD_GEMM_TMA)
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
+    int c[gemm::TensorMapShape::kMaxRank];
+    const int rank = coordinates(m_base, k_base, c);
     gemm::tma_load_box(tile, static_cast<const CUtensorMap*>(map), c, rank, barrier);
   }
 #endif
@@ -251,12 +259,16 @@ struct WBoxes {
   HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
 
+  /// Panel p's box coordinates for the tile at (n_base, k_base); returns the map's rank.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
+    return taps.w_box(k_base / taps.bk, n_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
+  }
+
 #if defined(HIPGRAD_GEMM_TMA)
   HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int n_base, int k_base, std::uint64_t* barrier) const {
-    const int kt = k_base / taps.bk, panel = kTmaRowBytes / static_cast<int>(sizeof(T));
     int c[gemm::TensorMapShape::kMaxRank];
     for (int p = 0; p < panels; ++p) {
-      const int rank = taps.w_box(kt, n_base + p * panel, c);
+      const int rank = coordinates(n_base, k_base, p, c);
       gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
     }
   }
@@ -308,7 +320,74 @@ template <int NDim>
 TmaTapCoordinates<NDim> tma_tap_coordinates(const Problem<NDim>& problem, const Phase<NDim>& phase, Index g,
                                             int element_bytes);
 
+template <typename T, int NDim>
+using BoxSubProblem = gemm::SubProblem<DyBoxes<T, NDim>, WBoxes<T, NDim>, BoxScatter<T, NDim>>;
+
+/// Bytes of a tensor map in device memory (CUtensorMap).
+inline constexpr int kTensorMapBytes = 128;
+
+/// The box path's launch: the maps' shapes (0: w's, then dy's, one per distinct box shape) and
+/// one sub-problem per group and phase, whose operands point at map i as maps_on_device + 128·i.
+template <typename T, int NDim>
+struct BoxPlan {
+  std::vector<gemm::TensorMapShape> maps;
+  std::vector<BoxSubProblem<T, NDim>> problems;
+};
+
+/// The plan for blocks of block_m × block_n with B panels panel_bytes apart.
+template <typename T, int NDim>
+BoxPlan<T, NDim> box_plan(const Problem<NDim>& problem, T* dx, const unsigned char* maps_on_device, int block_m,
+                          int block_n, int panel_bytes);
+
 // ---- definitions ---------------------------------------------------------------------------
+
+template <typename T, int NDim>
+BoxPlan<T, NDim> box_plan(const Problem<NDim>& problem, T* dx, const unsigned char* maps_on_device, int block_m,
+                          int block_n, int panel_bytes) {
+  constexpr int kBytes = static_cast<int>(sizeof(T));
+  const ConvParams<NDim>& p = problem.params;
+  const std::vector<Phase<NDim>> phases = stride_phases<NDim>(p.input, p.filter, p.strides, p.dilations, p.left_pads);
+  BoxPlan<T, NDim> plan;
+  plan.maps.push_back(w_tensor_map(problem, kBytes));
+  std::vector<PositionBoxes<NDim>> boxes(phases.size());
+  std::vector<std::size_t> map_of_phase(phases.size());
+  for (std::size_t f = 0; f < phases.size(); ++f) {
+    boxes[f] = box_tiles<NDim>(problem, phases[f], block_m);
+    std::size_t at = 0;
+    while (at < f && !same_box(boxes[at], boxes[f])) ++at;
+    if (at == f) {
+      plan.maps.push_back(dy_tensor_map(problem, kBytes, boxes[f]));
+      map_of_phase[f] = plan.maps.size() - 1;
+    } else {
+      map_of_phase[f] = map_of_phase[at];
+    }
+  }
+  for (Index g = 0; g < p.G; ++g) {
+    for (std::size_t f = 0; f < phases.size(); ++f) {
+      const TmaTapCoordinates<NDim> taps = tma_tap_coordinates<NDim>(problem, phases[f], g, kBytes);
+      Index tap_count = 1;
+      for (int d = 0; d < NDim; ++d) tap_count *= phases[f][d].taps;
+      BoxSubProblem<T, NDim> s{};
+      s.a.map = maps_on_device + map_of_phase[f] * kTensorMapBytes;
+      s.a.taps = taps;
+      s.a.grid = box_grid(boxes[f]);
+      s.a.tile_rows = FastDivmod(static_cast<std::uint32_t>(block_m));
+      s.a.box_rows = boxes[f].rows();
+      s.a.m_extent = static_cast<int>(boxes[f].tiles() * block_m);
+      s.a.k_extent = static_cast<int>(tap_count * ceil_div(p.K, static_cast<Index>(taps.bk)) * taps.bk);
+      s.b.map = maps_on_device;
+      s.b.taps = taps;
+      s.b.panels = block_n / (kTmaRowBytes / kBytes);
+      s.b.panel_bytes = panel_bytes;
+      s.b.c_extent = static_cast<int>(p.C);
+      s.b.k_extent = s.a.k_extent;
+      s.epilogue = box_scatter<T, NDim>(problem, dx, g, phases[f], boxes[f], block_m);
+      plan.problems.push_back(s);
+    }
+  }
+  return plan;
+}
+
 
 template <int NDim>
 const char* backward_data_tma_blocker(const Problem<NDim>& problem, const void* dy, const void* w, int element_bytes) {
