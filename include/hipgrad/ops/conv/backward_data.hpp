@@ -240,14 +240,15 @@ class BackwardData {
   template <typename TileCfg>
   static Status box_status(const Problem& problem, const Args& args) {
     const std::string no = "algorithm tma_boxes cannot run: ";
+    // What the problem allows first, so that every backend gives these reasons.
+    if (std::is_same_v<T, float> && !problem.allow_tf32) return Status::not_supported(no + "exact fp32 has no matrix path");
+    if (const char* b = detail::backward_data_tma_blocker(problem, args.dy, args.w, sizeof(T)))
+      return Status::not_supported(no + b);
     if constexpr (TileCfg::kBlockK * sizeof(T) != detail::kTmaRowBytes ||
                   !gemm::tma_kernel_supported<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>()) {
       return Status::not_supported(no + "its tiles are not 128-byte rows the TMA kernel runs");
     } else {
 #if defined(HIPGRAD_BACKEND_CUDA)
-      if (std::is_same_v<T, float> && !problem.allow_tf32) return Status::not_supported(no + "exact fp32 has no matrix path");
-      if (const char* b = detail::backward_data_tma_blocker(problem, args.dy, args.w, sizeof(T)))
-        return Status::not_supported(no + b);
       const DeviceInfo& device = current_device_info();
       if (!device.known || !gemm::device_runs_wgmma(device.device))
         return Status::not_supported(no + "the code loaded for this device was not compiled for sm_90a");
@@ -260,7 +261,6 @@ class BackwardData {
       }
       return Status::ok();
 #else
-      (void)problem, (void)args;
       return Status::not_supported(no + "TMA exists in CUDA builds only");
 #endif
     }
