@@ -359,7 +359,13 @@ TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
   std::vector<float> floats(1 << 16);
   const Fp32::Args fp32_args{floats.data() + 30000, floats.data() + 50000, floats.data()};
   EXPECT_NE(Fp32::can_implement(exact, fp32_args).message().find("exact fp32"), std::string::npos);
-  EXPECT_GT(Op::workspace_size(exact), Op::workspace_size(problem));
+  // kAuto may take the box path for fp16/bf16 (its workspace is the larger), never for fp32.
+  EXPECT_EQ(Op::workspace_size(exact), Op::workspace_size(problem));
+  Problem<2> fp32_boxes = problem;
+  fp32_boxes.allow_tf32 = true;
+  const Problem<2> fp32_auto = fp32_boxes;
+  fp32_boxes.algorithm = Algorithm::kTmaBoxes;
+  EXPECT_GT(Fp32::workspace_size(fp32_boxes), Fp32::workspace_size(fp32_auto));
 }
 
 }  // namespace

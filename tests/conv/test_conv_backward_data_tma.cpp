@@ -35,6 +35,17 @@ namespace ref = hipgrad::host::reference;
 
 constexpr int kElementBytes = 4;  // fp32 data: a K tile and a panel are 32 channels
 
+/// Counts a store to dx's storage element `element`; a failure, and false, where it lies outside
+/// the storage, so that a wrong offset fails the test instead of writing past the tensor.
+bool count_store(std::vector<int>& stores, std::ptrdiff_t element) {
+  if (element < 0 || element >= static_cast<std::ptrdiff_t>(stores.size())) {
+    ADD_FAILURE() << "a store at storage element " << element << ", outside dx's " << stores.size();
+    return false;
+  }
+  ++stores[static_cast<std::size_t>(element)];
+  return true;
+}
+
 /// The box of `map` at `coords` read from `base` as TMA reads it: dimension 0 fastest, zeros at
 /// coordinates outside the map's sizes.
 std::vector<float> load_box(const TensorMapShape& map, const float* base, const int* coords) {
@@ -119,8 +130,8 @@ void tma_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy, co
           const bool stored = scatter.row_offset(m, &offset);
           EXPECT_EQ(stored, boxes.point(first, r, point)) << "row " << r;
           for (int ch = 0; ch < p.C; ++ch) {
+            if (stored && !count_store(stores, scatter.out - dx.data() + offset + ch * scatter.stride_c)) return;
             scatter.store(m, ch, static_cast<float>(acc[static_cast<std::size_t>(r * p.C + ch)]), 0);
-            if (stored) ++stores[static_cast<std::size_t>(scatter.out - dx.data() + offset + ch * scatter.stride_c)];
           }
         }
       }
@@ -179,10 +190,11 @@ void planned_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy
           Index offset = 0;
           const bool stored = s.epilogue.row_offset(m_base + r, &offset);
           for (int col = 0; col < block_n; ++col) {
-            s.epilogue.store(m_base + r, n_base + col, static_cast<float>(acc[static_cast<std::size_t>(r * block_n + col)]), 0);
-            if (stored && n_base + col < s.epilogue.n_size) {
-              ++stores[static_cast<std::size_t>(s.epilogue.out - dx.data() + offset + (n_base + col) * s.epilogue.stride_c)];
+            if (stored && n_base + col < s.epilogue.n_size &&
+                !count_store(stores, s.epilogue.out - dx.data() + offset + (n_base + col) * s.epilogue.stride_c)) {
+              return;
             }
+            s.epilogue.store(m_base + r, n_base + col, static_cast<float>(acc[static_cast<std::size_t>(r * block_n + col)]), 0);
           }
         }
       }

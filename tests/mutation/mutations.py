@@ -25,6 +25,8 @@ GEMM_ALL = "GemmTest*"
 GEMM_SPLIT_K = "GemmTest*SplitK*:GemmTest*CpAsync*:GemmTest*Persistent*"
 # The convolution's decomposition on the CPU and the op on the GPU.
 CONV_BWD_DATA = "ConvStridePhases*:ConvBackwardDataPlan*:ConvBackwardDataTest*"
+# The box path: its plan through the maps on the CPU, and the op on the GPU.
+CONV_BWD_DATA_BOXES = "ConvBackwardDataTma*:ConvBackwardDataTest*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -335,6 +337,36 @@ MUTATIONS = [
         new="a.tap_dilation[d] = d == 0 ? 1 : static_cast<int>(phase[d].tap_dilation);",
         targets=CONV,
         filter={"test_conv": CONV_BWD_DATA},
+    ),
+    # The box path (kAuto's for fp16/bf16 on sm_90a) has its own copy coordinates and epilogue
+    # (backward_data_tma.hpp): ConvBackwardDataTma runs its plan through the maps on the CPU, and
+    # ConvBackwardDataTest runs it on the GPU.
+    dict(
+        id="conv_bwd_data_boxes_first_tap_off_by_one",
+        bug="conv backward-data, box path: w's box one tap too far (filter index first_tap + 1)",
+        file="include/hipgrad/ops/conv/detail/backward_data_tma.hpp",
+        old="f += (first_tap[d] + j[d] * tap_step[d]) * filter_pitch[d];",
+        new="f += (first_tap[d] + 1 + j[d] * tap_step[d]) * filter_pitch[d];",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA_BOXES},
+    ),
+    dict(
+        id="conv_bwd_data_boxes_dilation_ignored",
+        bug="conv backward-data, box path: the first spatial dimension's dilation ignored in dy's boxes",
+        file="include/hipgrad/ops/conv/detail/backward_data_tma.hpp",
+        old="t.tap_dilation[d] = static_cast<int>(phase[d].tap_dilation);",
+        new="t.tap_dilation[d] = d == 0 ? 1 : static_cast<int>(phase[d].tap_dilation);",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA_BOXES},
+    ),
+    dict(
+        id="conv_bwd_data_boxes_group_dx_offset",
+        bug="conv backward-data, box path: group g's dx written at g times dx's N stride instead of its G stride",
+        file="include/hipgrad/ops/conv/detail/backward_data_tma.hpp",
+        old="Index first = g * s[0];",
+        new="Index first = g * s[1];",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_DATA_BOXES},
     ),
     # Grouped launches run each sub-problem's K tiles from sub_problem_work (the gather, matrix and
     # SIMT kernels): the GPU tests only (the CPU loop has no tiles).

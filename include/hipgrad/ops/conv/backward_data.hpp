@@ -15,8 +15,9 @@
 /// inserted zero), all of them sub-problems of one grouped launch of the tile GEMM; phases that
 /// meet no tap are written as zeros. A 1×1 filter with unit strides and no padding in one group is
 /// one plain GEMM (the TMA kernel where aligned). Where dy's and w's channels are contiguous, operand vectors
-/// run along them (16 bytes on the matrix paths); elsewhere elements are read one at a time on
-/// the SIMT path. Each dx element is one thread's sum in a fixed order: results are bitwise
+/// run along them (16 bytes on the matrix paths), and on sm_90a fp16/bf16 take the box path
+/// (dy and w copied by TMA boxes, detail/backward_data_tma.hpp); elsewhere elements are read one
+/// at a time on the SIMT path. Each dx element is one thread's sum in a fixed order: results are bitwise
 /// repeatable.
 #pragma once
 
@@ -78,9 +79,10 @@ Status PlainGemmRunner<T, Cfg>::launch(const gemm::TileGemmPlan& plan, const Pla
 }  // namespace detail
 
 /// T: dy, w and dx (float, half, bfloat16). NDim: 1, 2 or 3 spatial dimensions. Cfg: the matrix
-/// paths' tiles; NarrowCfg those of problems of at most NarrowCfg::kBlockN channels per group.
+/// paths' tiles; NarrowCfg those of problems of at most NarrowCfg::kBlockN channels per group;
+/// ThinCfg the box path's of at most ThinCfg::kBlockN.
 template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>,
-          typename NarrowCfg = gemm::NarrowConfigFor<T>>
+          typename NarrowCfg = gemm::NarrowConfigFor<T>, typename ThinCfg = gemm::ThinConfigFor<T>>
 class BackwardData {
   static_assert(is_storage_type_v<T>, "convolution data must be float, half or bfloat16");
 
@@ -98,18 +100,22 @@ class BackwardData {
     if (problem.algorithm == Algorithm::kTmaBoxes) return with_box_config(problem, [&](auto cfg) {
       return box_status<decltype(cfg)>(problem, args);
     });
+    if (runs_boxes(problem, args)) return Status::ok();
     if (detail::is_plain_gemm(problem)) return plain_plan(problem, args).status;
     return with_plan(problem, args, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
   }
 
-  /// The launch's table of sub-problems (one per group and stride phase with dx positions).
+  /// The launch's table of sub-problems (one per group and stride phase with dx positions), and
+  /// for the box path its tensor maps: where kAuto may take the box path, the larger of the two.
   static std::size_t workspace_size(const Problem& problem) {
     if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
     const auto phases = static_cast<int>(detail::backward_data_phases(problem).size());
     const auto count = static_cast<int>(problem.params.G * phases);
-    if (problem.algorithm == Algorithm::kTmaBoxes) return box_workspace_bytes(count, phases);
-    return channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
-                                        : LauncherOf<false>::workspace_bytes(count);
+    const std::size_t boxes = box_workspace_bytes(count, phases);
+    if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
+    const std::size_t grouped = channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
+                                                             : LauncherOf<false>::workspace_bytes(count);
+    return auto_may_run_boxes(problem) && boxes > grouped ? boxes : grouped;
   }
 
   /// Defined after the class (not inline), so that an `extern template` declaration of the op
@@ -124,7 +130,7 @@ class BackwardData {
     if (!problem.validate().is_ok()) return "conv_bwd_data_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_data_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
-    if (problem.algorithm == Algorithm::kTmaBoxes) {
+    if (runs_boxes(problem, args)) {
       return with_box_config(problem, [&](auto cfg) {
         gemm::TileGemmPlan plan;
         plan.path = gemm::Path::kTma;
@@ -227,13 +233,32 @@ class BackwardData {
            static_cast<std::size_t>(phases + 1) * kTensorMapBytes;
   }
 
-  /// visit(TileCfg{}) with the configuration the box path runs (as with_plan chooses).
+  /// visit(TileCfg{}) with the configuration the box path runs: the narrowest of ThinCfg,
+  /// NarrowCfg and Cfg that is as wide as C.
   template <typename Visit>
   static auto with_box_config(const Problem& problem, Visit&& visit) {
+    if constexpr (!std::is_same_v<ThinCfg, NarrowCfg>) {
+      if (problem.params.C <= ThinCfg::kBlockN) return visit(ThinCfg{});
+    }
     if constexpr (!std::is_same_v<Cfg, NarrowCfg>) {
       if (problem.params.C <= NarrowCfg::kBlockN) return visit(NarrowCfg{});
     }
     return visit(Cfg{});
+  }
+
+  /// Whether kAuto may take the box path for `problem` (before what the pointers and the device
+  /// allow): fp16/bf16 only, where it outruns the gather path on every problem measured (TF32's
+  /// swapped product does not: docs/perf-notes.md), and not the plain GEMM of a 1×1 problem.
+  static bool auto_may_run_boxes(const Problem& problem) {
+    return problem.algorithm == Algorithm::kAuto && sizeof(T) == 2 && !detail::is_plain_gemm(problem) &&
+           channels_contiguous(problem);
+  }
+
+  /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
+  static bool runs_boxes(const Problem& problem, const Args& args) {
+    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
+    if (!auto_may_run_boxes(problem)) return false;
+    return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args).is_ok(); });
   }
 
   /// ok where the box path runs `problem` here with configuration TileCfg.
@@ -280,12 +305,12 @@ class BackwardData {
   }
 };
 
-template <typename T, int NDim, typename Cfg, typename NarrowCfg>
-Status BackwardData<T, NDim, Cfg, NarrowCfg>::run(const Problem& problem, const Args& args, void* workspace,
+template <typename T, int NDim, typename Cfg, typename NarrowCfg, typename ThinCfg>
+Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& problem, const Args& args, void* workspace,
                                        std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
-  if (problem.algorithm == Algorithm::kTmaBoxes) {
+  if (runs_boxes(problem, args)) {
     return with_box_config(problem, [&](auto cfg) {
       using TileCfg = decltype(cfg);
       HIPGRAD_RETURN_IF_ERROR(box_status<TileCfg>(problem, args));
@@ -305,9 +330,9 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg>::run(const Problem& problem, const 
   });
 }
 
-template <typename T, int NDim, typename Cfg, typename NarrowCfg>
+template <typename T, int NDim, typename Cfg, typename NarrowCfg, typename ThinCfg>
 template <typename TileCfg>
-Status BackwardData<T, NDim, Cfg, NarrowCfg>::run_boxes(const Problem& problem, const Args& args, void* workspace,
+Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& problem, const Args& args, void* workspace,
                                                        std::size_t bytes, hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
   if constexpr (TileCfg::kBlockK * sizeof(T) == detail::kTmaRowBytes) {

@@ -198,7 +198,7 @@ enum class Algorithm {
   kMatrix,  ///< the cp.async matrix mainloops (wgmma, mma.sync, MFMA)
   kSimt,    ///< the FMA mainloop: any strides, any alignment, exact fp32
   kTmaBoxes,  ///< backward-data: the warp-specialised kernel with TMA box copies of dy and w
-              ///< (sm_90a, channels contiguous; never chosen by kAuto: not yet run on a GPU)
+              ///< (sm_90a, channels contiguous; kAuto takes it for fp16/bf16 where it runs)
 };
 
 inline const char* algorithm_name(Algorithm a) {

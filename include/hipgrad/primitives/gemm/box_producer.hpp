@@ -2,7 +2,7 @@
 /// @brief The warp-specialised kernel over grouped sub-problems whose operands copy their own
 ///        tiles by TMA from maps of up to five dimensions (a convolution's dy and w, box by box):
 ///        one producer thread per K tile announces the stage's bytes and has each operand issue
-///        its copies. Not yet run on a GPU.
+///        its copies.
 ///
 /// A box operand has Element, kKContiguous, mn_size() and k_size() as a loader has, and
 ///   const void* map;                          // its CUtensorMap, in device memory, written

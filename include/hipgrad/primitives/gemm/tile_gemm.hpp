@@ -96,6 +96,18 @@ struct NarrowConfig {
 };
 template <typename T>
 using NarrowConfigFor = typename NarrowConfig<T>::type;
+/// For products of at most 64 columns: blocks 64 wide. NVIDIA fp16/bf16: 256 × 64 × 64, two
+/// warpgroups of 128-row bands, 5 stages (200 KB); elsewhere the narrow configuration.
+template <typename T>
+struct ThinConfig {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  using type = std::conditional_t<sizeof(T) == 2, Config<256, 64, 64, 8, 1, 5>, typename NarrowConfig<T>::type>;
+#else
+  using type = typename NarrowConfig<T>::type;
+#endif
+};
+template <typename T>
+using ThinConfigFor = typename ThinConfig<T>::type;
 template <typename T>
 using DefaultConfigFor = typename DefaultConfig<T>::type;
 
@@ -109,7 +121,8 @@ static_assert(fits_build_targets<DefaultConfigFor<hipgrad::half>, hipgrad::half>
                   fits_build_targets<DefaultConfigFor<float>, float>() &&
                   fits_build_targets<CpAsyncWgmmaConfigFor<hipgrad::half>, hipgrad::half>() &&
                   fits_build_targets<CpAsyncWgmmaConfigFor<float>, float>() &&
-                  fits_build_targets<NarrowConfigFor<hipgrad::half>, hipgrad::half>(),
+                  fits_build_targets<NarrowConfigFor<hipgrad::half>, hipgrad::half>() &&
+                  fits_build_targets<ThinConfigFor<hipgrad::half>, hipgrad::half>(),
               "the configurations the library selects fit every target of the build");
 
 /// Settings of the SIMT mainloop (fixed): 128 × 128 × 8 tiles, 256 threads of 8 × 8 results.

@@ -1,8 +1,7 @@
 /// @file backward_data_tma.hpp
 /// @brief Backward-data's operands as tiled tensor maps, for a producer that loads each stage with
-///        a few TMA copies instead of 16-byte gathers (box_producer.hpp; not yet used by the op:
-///        the maps, coordinates and epilogue are checked on the CPU,
-///        tests/conv/test_conv_backward_data_tma.cpp, the device side is not yet run).
+///        a few TMA copies instead of 16-byte gathers (box_producer.hpp; the maps, coordinates
+///        and epilogue are also checked on the CPU, tests/conv/test_conv_backward_data_tma.cpp).
 ///
 /// A sub-problem (group g, stride phase) is tiled in M by boxes of its positions
 /// (position_boxes.hpp) and in K by tiles of one tap and BK channels (K tiles = taps × ⌈K / BK⌉,
