@@ -1,12 +1,12 @@
 /// @file bench_conv.cpp
-/// @brief Convolution benchmark: conv::BackwardData on the acceptance list (the seed's problem,
-///        ResNet 3×3 and 1×1, a 3-D and a 1-D problem, grouped ones) in fp16, bf16, exact fp32
-///        and TF32, channels-last (NHWGC); one JSON line each (bench_harness.hpp) with TFLOP/s,
-///        TB/s against the least bytes (dy, w and dx once) and the kernel's registers and spills.
-///        bench/torch_conv.py times cuDNN on the same lines.
+/// @brief Convolution benchmark: conv::BackwardData and conv::BackwardWeight on the acceptance
+///        list (the seed's problem, ResNet 3×3 and 1×1, a 3-D and a 1-D problem, grouped ones, CK's
+///        grouped 3-D default) in fp16, bf16, exact fp32 and TF32, channels-last (NHWGC); one JSON
+///        line each (bench_harness.hpp) with TFLOP/s and TB/s against the least bytes (each tensor
+///        once). bench/torch_conv.py times cuDNN on the same lines.
 ///
-///   bench_conv [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20] [--problems=all|dense|grouped]
-///              [--algorithm=auto|gather|matrix|simt|tma_boxes]
+///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
+///              [--problems=all|dense|grouped] [--algorithm=auto|gather|matrix|simt|tma_boxes]
 ///
 /// A forced algorithm that cannot run a line skips it with the reason (on stderr).
 
@@ -23,6 +23,7 @@
 #include "hipgrad/host/timer.hpp"
 #include "conv_instances.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
+#include "hipgrad/ops/conv/backward_weight.hpp"
 
 namespace {
 
@@ -51,6 +52,7 @@ std::vector<ConvCase> cases(const std::string& which) {
   std::vector<ConvCase> grouped = {
       {"grouped32", 2, 32, 32, 32, 32, {3, 3, 1}, {56, 56, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
       {"grouped4_s2", 2, 4, 64, 64, 64, {3, 3, 1}, {56, 56, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"ck3d", 3, 4, 1, 128, 256, {3, 3, 3}, {14, 14, 14}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
   };
   if (which == "dense") return dense;
   if (which == "grouped") return grouped;
@@ -78,27 +80,53 @@ std::vector<long long> list_of(const std::array<Index, 3>& values, int ndim) {
   return std::vector<long long>(values.begin(), values.begin() + ndim);
 }
 
+/// Backward-data: inputs dy and w, output dx.
 template <typename T, int NDim>
-Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
+struct DataGradient {
   using Op = hc::BackwardData<T, NDim>;
+  static constexpr const char* kName = "conv_bwd_data";
+  static std::array<Index, 3> elements(const hc::Problem<NDim>& problem) {
+    const hc::ConvParams<NDim>& p = problem.params;
+    return {hc::Problem<NDim>::element_space(p.output_lengths(), problem.output_strides),
+            hc::Problem<NDim>::element_space(p.weight_lengths(), problem.weight_strides),
+            hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides)};
+  }
+  static typename Op::Args args(const T* dy, const T* w, T* dx) { return {dy, w, dx}; }
+};
+
+/// Backward-weight: inputs x and dy, output dw.
+template <typename T, int NDim>
+struct WeightGradient {
+  using Op = hc::BackwardWeight<T, NDim>;
+  static constexpr const char* kName = "conv_bwd_weight";
+  static std::array<Index, 3> elements(const hc::Problem<NDim>& problem) {
+    const hc::ConvParams<NDim>& p = problem.params;
+    return {hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides),
+            hc::Problem<NDim>::element_space(p.output_lengths(), problem.output_strides),
+            hc::Problem<NDim>::element_space(p.weight_lengths(), problem.weight_strides)};
+  }
+  static typename Op::Args args(const T* x, const T* dy, T* dw) { return {x, dy, dw}; }
+};
+
+template <typename Gradient, typename T, int NDim>
+Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
+  using Op = typename Gradient::Op;
   const hc::Problem<NDim> problem = problem_of<NDim>(cc, tf32);
   HIPGRAD_RETURN_IF_ERROR(problem.validate());
   const hc::ConvParams<NDim>& p = problem.params;
-  const Index dy_elements = hc::Problem<NDim>::element_space(p.output_lengths(), problem.output_strides);
-  const Index w_elements = hc::Problem<NDim>::element_space(p.weight_lengths(), problem.weight_strides);
-  const Index dx_elements = hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides);
+  const std::array<Index, 3> elements = Gradient::elements(problem);  // the two inputs, the output
   const int copies =
-      hipgrad::host::l2_rotation_copies(static_cast<std::size_t>(dy_elements + w_elements) * sizeof(T), 8);
-  DeviceBuffer<T> dy, w, dx;
+      hipgrad::host::l2_rotation_copies(static_cast<std::size_t>(elements[0] + elements[1]) * sizeof(T), 8);
+  DeviceBuffer<T> a, b, out;
   DeviceBuffer<unsigned char> workspace;
-  HIPGRAD_RETURN_IF_ERROR(dy.allocate(static_cast<std::size_t>(dy_elements * copies)));
-  HIPGRAD_RETURN_IF_ERROR(w.allocate(static_cast<std::size_t>(w_elements * copies)));
-  HIPGRAD_RETURN_IF_ERROR(dx.allocate(static_cast<std::size_t>(dx_elements)));
-  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(dy.data(), dy_elements * copies, 1));
-  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(w.data(), w_elements * copies, 2));
+  HIPGRAD_RETURN_IF_ERROR(a.allocate(static_cast<std::size_t>(elements[0] * copies)));
+  HIPGRAD_RETURN_IF_ERROR(b.allocate(static_cast<std::size_t>(elements[1] * copies)));
+  HIPGRAD_RETURN_IF_ERROR(out.allocate(static_cast<std::size_t>(elements[2])));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(a.data(), elements[0] * copies, 1));
+  HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(b.data(), elements[1] * copies, 2));
   HIPGRAD_RETURN_IF_ERROR(workspace.allocate(Op::workspace_size(problem)));
   auto args = [&](int copy) {
-    return typename Op::Args{dy.data() + copy * dy_elements, w.data() + copy * w_elements, dx.data()};
+    return Gradient::args(a.data() + copy * elements[0], b.data() + copy * elements[1], out.data());
   };
   if (const Status can = Op::can_implement(problem, args(0)); !can.is_ok()) {
     if (g_algorithm == hc::Algorithm::kAuto) return can;
@@ -109,9 +137,9 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
       [&](int copy) { return Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr); }, copies,
       repeats, &ms));
-  const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(dy_elements + w_elements + dx_elements);
+  const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(elements[0] + elements[1] + elements[2]);
   hipgrad::bench::JsonLine()
-      .add("op", "conv_bwd_data")
+      .add("op", Gradient::kName)
       .add("case", cc.label)
       .add("dtype", dtype)
       .add("ndim", NDim)
@@ -133,18 +161,25 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   return Status::ok();
 }
 
-template <typename T>
-Status measure_case(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
-  if (cc.ndim == 1) return measure<T, 1>(cc, dtype, tf32, repeats);
-  if (cc.ndim == 3) return measure<T, 3>(cc, dtype, tf32, repeats);
-  return measure<T, 2>(cc, dtype, tf32, repeats);
+template <typename T, int NDim>
+Status measure_op(const std::string& op, const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
+  if (op == "bwd_weight") return measure<WeightGradient<T, NDim>, T, NDim>(cc, dtype, tf32, repeats);
+  return measure<DataGradient<T, NDim>, T, NDim>(cc, dtype, tf32, repeats);
 }
 
-Status run(const ConvCase& cc, const std::string& dtype, int repeats) {
-  if (dtype == "fp16") return measure_case<hipgrad::half>(cc, "fp16", false, repeats);
-  if (dtype == "bf16") return measure_case<hipgrad::bfloat16>(cc, "bf16", false, repeats);
-  if (dtype == "fp32") return measure_case<float>(cc, "fp32", false, repeats);
-  if (dtype == "tf32") return measure_case<float>(cc, "tf32", true, repeats);
+template <typename T>
+Status measure_case(const std::string& op, const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
+  if (cc.ndim == 1) return measure_op<T, 1>(op, cc, dtype, tf32, repeats);
+  if (cc.ndim == 3) return measure_op<T, 3>(op, cc, dtype, tf32, repeats);
+  return measure_op<T, 2>(op, cc, dtype, tf32, repeats);
+}
+
+Status run(const std::string& op, const ConvCase& cc, const std::string& dtype, int repeats) {
+  if (op != "bwd_data" && op != "bwd_weight") return Status::invalid_argument("unknown op " + op + " (bwd_data, bwd_weight)");
+  if (dtype == "fp16") return measure_case<hipgrad::half>(op, cc, "fp16", false, repeats);
+  if (dtype == "bf16") return measure_case<hipgrad::bfloat16>(op, cc, "bf16", false, repeats);
+  if (dtype == "fp32") return measure_case<float>(op, cc, "fp32", false, repeats);
+  if (dtype == "tf32") return measure_case<float>(op, cc, "tf32", true, repeats);
   return Status::invalid_argument("unknown dtype " + dtype + " (fp16, bf16, fp32, tf32)");
 }
 
@@ -153,7 +188,7 @@ Status run(const ConvCase& cc, const std::string& dtype, int repeats) {
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (s.is_ok()) s = args.reject_unknown_options({"dtypes", "repeats", "problems", "algorithm"});
+  if (s.is_ok()) s = args.reject_unknown_options({"ops", "dtypes", "repeats", "problems", "algorithm"});
   const auto repeats = static_cast<int>(args.get_int("repeats", 20));
   const std::string algorithm = args.get_string("algorithm", "auto");
   bool known = false;
@@ -171,12 +206,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!hipgrad::host::require_gpu("bench_conv")) return 1;
-  for (const ConvCase& cc : cases(which)) {
-    for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,fp32,tf32"))) {
-      s = run(cc, dtype, repeats);
-      if (!s.is_ok()) {
-        std::fprintf(stderr, "bench_conv: %s %s: %s\n", cc.label, dtype.c_str(), s.to_string().c_str());
-        return 1;
+  for (const std::string& op : hipgrad::bench::split_list(args.get_string("ops", "bwd_data,bwd_weight"))) {
+    for (const ConvCase& cc : cases(which)) {
+      for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,fp32,tf32"))) {
+        s = run(op, cc, dtype, repeats);
+        if (!s.is_ok()) {
+          std::fprintf(stderr, "bench_conv: %s %s %s: %s\n", op.c_str(), cc.label, dtype.c_str(), s.to_string().c_str());
+          return 1;
+        }
       }
     }
   }

@@ -6,11 +6,17 @@
 
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
+#include "hipgrad/ops/conv/backward_weight.hpp"
 
 #define HIPGRAD_CONV_BACKWARD_DATA_INSTANCES(prefix, NDim)                \
   prefix template class hipgrad::conv::BackwardData<float, NDim>;         \
   prefix template class hipgrad::conv::BackwardData<hipgrad::half, NDim>; \
   prefix template class hipgrad::conv::BackwardData<hipgrad::bfloat16, NDim>;
+
+#define HIPGRAD_CONV_BACKWARD_WEIGHT_INSTANCES(prefix, NDim)                \
+  prefix template class hipgrad::conv::BackwardWeight<float, NDim>;         \
+  prefix template class hipgrad::conv::BackwardWeight<hipgrad::half, NDim>; \
+  prefix template class hipgrad::conv::BackwardWeight<hipgrad::bfloat16, NDim>;
 
 // The plain-GEMM path of 1×1 problems, the same for every rank.
 #define HIPGRAD_CONV_PLAIN_GEMM_INSTANCES(prefix)                                                                \
@@ -24,3 +30,6 @@ HIPGRAD_CONV_PLAIN_GEMM_INSTANCES(extern)
 HIPGRAD_CONV_BACKWARD_DATA_INSTANCES(extern, 1)
 HIPGRAD_CONV_BACKWARD_DATA_INSTANCES(extern, 2)
 HIPGRAD_CONV_BACKWARD_DATA_INSTANCES(extern, 3)
+HIPGRAD_CONV_BACKWARD_WEIGHT_INSTANCES(extern, 1)
+HIPGRAD_CONV_BACKWARD_WEIGHT_INSTANCES(extern, 2)
+HIPGRAD_CONV_BACKWARD_WEIGHT_INSTANCES(extern, 3)

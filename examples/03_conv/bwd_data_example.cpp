@@ -5,8 +5,8 @@
 #include "bwd_data_example.hpp"
 
 #include <cstdio>
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "conv_example.hpp"
 #include "hipgrad/host/reference/conv.hpp"
@@ -16,75 +16,34 @@
 namespace conv_example {
 namespace {
 
+/// dy and w in, dx out.
 template <typename T, int NDim>
-int run_typed(const Config& c, const char* program) {
+struct DataGradient {
   using Op = hc::BackwardData<T, NDim>;
-  const hc::Problem<NDim> problem = make_problem<NDim>(c);
-  const hc::ConvParams<NDim>& p = problem.params;
-  const Status valid = problem.validate();
-  if (!valid.is_ok()) {
-    std::fprintf(stderr, "%s: %s\n", program, valid.to_string().c_str());
-    return 2;
+  static constexpr const char* kNames[3] = {"dy", "w", "dx"};
+  static std::vector<Index> lengths(const hc::Problem<NDim>& pr, int i) {
+    return i == 0 ? pr.params.output_lengths() : i == 1 ? pr.params.weight_lengths() : pr.params.input_lengths();
   }
-  hh::Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
-  hh::Tensor<T> dx(p.input_lengths(), problem.input_strides);
-  hh::fill(dy, c.args.init, 1);
-  hh::fill(w, c.args.init, 2);
-  std::memset(dx.data(), 0xff, dx.storage_bytes());  // NaN: the op must write every element
-  std::printf("%s %s, init %s\n", p.to_string().c_str(), c.dtype.c_str(), hh::init_method_name(c.args.init));
-  std::printf("dy %s\nw  %s\ndx %s\n", describe(p.output_lengths(), problem.output_strides).c_str(),
-              describe(p.weight_lengths(), problem.weight_strides).c_str(),
-              describe(p.input_lengths(), problem.input_strides).c_str());
-
-  const int copies = c.args.time ? hh::l2_rotation_copies(dy.storage_bytes() + w.storage_bytes()) : 1;
-  hh::DeviceBuffer<T> ddy, dw, ddx;
-  hh::DeviceBuffer<unsigned char> workspace;
-  Status s = upload_copies(dy, copies, &ddy);
-  if (s.is_ok()) s = upload_copies(w, copies, &dw);
-  if (s.is_ok()) s = upload_copies(dx, 1, &ddx);
-  if (s.is_ok()) s = workspace.allocate(Op::workspace_size(problem));
-  auto args = [&](int i) {
-    const std::size_t copy = static_cast<std::size_t>(i % copies);
-    return
-        typename Op::Args{ddy.data() + copy * dy.storage().size(), dw.data() + copy * w.storage().size(), ddx.data()};
-  };
-  if (s.is_ok()) s = Op::can_implement(problem, args(0));
-  if (s.is_ok()) std::printf("%s on %s\n", Op::name(problem, args(0)).c_str(), hh::device_description().c_str());
-  if (s.is_ok()) s = Op::run(problem, args(0), workspace.data(), workspace.bytes(), nullptr);
-  if (s.is_ok()) s = ddx.copy_to(dx);  // synchronous: also reports the kernel's errors
-  float ms = 0;
-  if (s.is_ok() && c.args.time) {
-    hh::TimingOptions timing;
-    timing.repeats = c.repeats;
-    s = hh::time_median_ms(
-        [&](int i) { return Op::run(problem, args(i), workspace.data(), workspace.bytes(), nullptr); }, timing, &ms);
+  static const std::vector<Index>& strides(const hc::Problem<NDim>& pr, int i) {
+    return i == 0 ? pr.output_strides : i == 1 ? pr.weight_strides : pr.input_strides;
   }
-  if (!s.is_ok()) {
-    std::fprintf(stderr, "%s: %s\n", program, s.to_string().c_str());
-    return 1;
+  static typename Op::Args args(const T* dy, const T* w, T* dx) { return {dy, w, dx}; }
+  static Status reference(const hh::Tensor<T>& dy, const hh::Tensor<T>& w, hh::Tensor<double>& dx,
+                          const hc::ConvParams<NDim>& p) {
+    return hh::reference::conv_backward_data(dy, w, dx, p);
   }
-  hh::CheckResult r;
-  if (c.args.verify) {
-    hh::Tensor<double> expected(p.input_lengths());
-    const Status ref = hh::reference::conv_backward_data(dy, w, expected, p);
-    if (!ref.is_ok()) {
-      std::fprintf(stderr, "%s: reference: %s\n", program, ref.to_string().c_str());
-      return 1;
-    }
+  static Index terms(const hc::ConvParams<NDim>& p) {
     Index terms = p.K;
     for (int d = 0; d < NDim; ++d) terms *= p.filter[d];
-    r = hh::check_close(dx, expected, sum_tolerance<T>(terms, c.args.init == hh::InitMethod::kIntegers, c.tf32));
+    return terms;
   }
-  const double bytes =
-      static_cast<double>(sizeof(T)) * static_cast<double>(dy.num_elements() + w.num_elements() + dx.num_elements());
-  return finish(c.args.verify, r, c.args.time, ms, static_cast<double>(p.flops()), bytes);
-}
+};
 
 template <int NDim>
 int run_rank(const Config& c, const char* program) {
-  if (c.dtype == "fp32") return run_typed<float, NDim>(c, program);
-  if (c.dtype == "bf16") return run_typed<hipgrad::bfloat16, NDim>(c, program);
-  return run_typed<hipgrad::half, NDim>(c, program);
+  if (c.dtype == "fp32") return run_gradient<DataGradient<float, NDim>, float, NDim>(c, program);
+  if (c.dtype == "bf16") return run_gradient<DataGradient<hipgrad::bfloat16, NDim>, hipgrad::bfloat16, NDim>(c, program);
+  return run_gradient<DataGradient<hipgrad::half, NDim>, hipgrad::half, NDim>(c, program);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/conv.hpp"
+#include "conv/conv_test_checks.hpp"
 #include "conv/conv_test_problems.hpp"
 #include "conv_instances.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
@@ -38,19 +39,6 @@ using hipgrad::conv::ConvLayout;
 using hipgrad::conv::ConvParams;
 using hipgrad::conv::Problem;
 using namespace hipgrad::host;
-
-/// A convolution of rank NDim from its sizes (per dimension: filter, input, stride, dilation, pads).
-template <int NDim>
-ConvParams<NDim> params(Index g, Index n, Index k, Index c, std::array<Index, NDim> filter,
-                        std::array<Index, NDim> input, std::array<Index, NDim> strides,
-                        std::array<Index, NDim> dilations, std::array<Index, NDim> left,
-                        std::array<Index, NDim> right) {
-  ConvParams<NDim> p;
-  p.G = g, p.N = n, p.K = k, p.C = c;
-  p.filter = filter, p.input = input, p.strides = strides, p.dilations = dilations;
-  p.left_pads = left, p.right_pads = right;
-  return p;
-}
 
 /// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
 template <typename T, int NDim>
@@ -82,28 +70,9 @@ std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, s
   Tensor<T> result(p.input_lengths(), problem.input_strides);
   EXPECT_TRUE(ddx.copy_to(result).is_ok());
 
-  // Outside dx's elements (gaps of padded strides): the poison's bytes.
-  std::vector<bool> inside(result.storage().size(), false);
-  result.for_each_index(
-      [&](const std::vector<Index>& i) { inside[static_cast<std::size_t>(result.offset(i))] = true; });
-  const T poisoned = hipgrad::test::poison_nan<T>();
-  for (std::size_t e = 0; e < inside.size(); ++e) {
-    if (!inside[e] && std::memcmp(&result.storage()[e], &poisoned, sizeof(T)) != 0) {
-      ADD_FAILURE() << name << ": storage element " << e << " outside dx written";
-      break;
-    }
-  }
-  if (init == InitMethod::kIntegers) {
-    Tensor<T> rounded(p.input_lengths());
-    rounded.for_each_index([&](const std::vector<Index>& i) { rounded(i) = hipgrad::type_convert<T>(expected(i)); });
-    const CheckResult r = check_equal(result, rounded);
-    EXPECT_TRUE(r.ok) << name << ": " << r.report;
-  } else {
-    Index terms = p.K;
-    for (int d = 0; d < NDim; ++d) terms *= p.filter[d];
-    const CheckResult r = check_close(result, expected, gemm_test::decimal_tolerance<T>(terms, problem.allow_tf32));
-    EXPECT_TRUE(r.ok) << name << ": " << r.report;
-  }
+  Index terms = p.K;
+  for (int d = 0; d < NDim; ++d) terms *= p.filter[d];
+  hipgrad::test::expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
   return name;
 }
 
@@ -146,14 +115,7 @@ Problem<NDim> with_kind(Problem<NDim> problem) {
 TYPED_TEST(ConvBackwardDataTest, ListedProblems1D) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
-  const std::vector<ConvParams<1>> list = {
-      params<1>(1, 2, 16, 24, {3}, {37}, {1}, {1}, {1}, {1}),  // stride 1, aligned channels
-      params<1>(2, 3, 5, 7, {3}, {29}, {2}, {1}, {1}, {2}),    // G 2, stride 2, odd channels
-      params<1>(1, 2, 8, 8, {3}, {17}, {3}, {2}, {0}, {4}),    // stride 3, dilation 2, asymmetric pads
-      params<1>(1, 1, 3, 5, {5}, {3}, {1}, {1}, {3}, {3}),     // filter wider than the input
-      params<1>(1, 2, 4, 4, {3}, {5}, {2}, {3}, {4}, {5}),     // pads beyond the filter's reach, d 3
-      params<1>(3, 2, 9, 11, {2}, {4}, {4}, {1}, {0}, {0}),    // output length 1, G 3
-  };
+  const std::vector<ConvParams<1>> list = hipgrad::test::listed_conv_problems_1d();
   std::uint64_t seed = 10;
   for (const ConvParams<1>& p : list) {
     for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
@@ -168,14 +130,7 @@ TYPED_TEST(ConvBackwardDataTest, ListedProblems1D) {
 TYPED_TEST(ConvBackwardDataTest, ListedProblems2D) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
-  const std::vector<ConvParams<2>> list = {
-      params<2>(1, 2, 32, 16, {3, 3}, {15, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1}),  // the seed's shape, small
-      params<2>(2, 1, 8, 16, {3, 3}, {9, 11}, {1, 2}, {1, 1}, {1, 0}, {2, 1}),    // unequal strides, G 2
-      params<2>(32, 2, 2, 3, {3, 3}, {7, 6}, {2, 1}, {2, 1}, {2, 1}, {1, 1}),     // G 32, dilation 2
-      params<2>(8, 2, 1, 1, {3, 3}, {9, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),      // depthwise
-      params<2>(1, 1, 16, 8, {1, 1}, {6, 7}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),     // 1×1
-      params<2>(1, 2, 7, 13, {2, 3}, {5, 4}, {3, 2}, {2, 3}, {3, 0}, {0, 3}),     // d 3, s 3 across dims
-  };
+  const std::vector<ConvParams<2>> list = hipgrad::test::listed_conv_problems_2d();
   std::uint64_t seed = 100;
   for (const ConvParams<2>& p : list) {
     for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
@@ -190,10 +145,7 @@ TYPED_TEST(ConvBackwardDataTest, ListedProblems2D) {
 TYPED_TEST(ConvBackwardDataTest, ListedProblems3D) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
-  const std::vector<ConvParams<3>> list = {
-      params<3>(1, 1, 16, 8, {3, 3, 3}, {5, 6, 7}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}),
-      params<3>(2, 2, 5, 3, {3, 2, 3}, {6, 5, 4}, {2, 1, 3}, {1, 2, 1}, {1, 0, 2}, {0, 1, 2}),
-  };
+  const std::vector<ConvParams<3>> list = hipgrad::test::listed_conv_problems_3d();
   std::uint64_t seed = 200;
   for (const ConvParams<3>& p : list) {
     for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
@@ -231,7 +183,7 @@ TYPED_TEST(ConvBackwardDataTest, RunsAreBitwiseRepeatable) {
   using T = typename TypeParam::Type;
   using Op = hipgrad::conv::BackwardData<T, 2>;
   const Problem<2> problem = with_kind<TypeParam>(
-      Problem<2>::packed(params<2>(2, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1})));
+      Problem<2>::packed(hipgrad::test::conv_params<2>(2, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1})));
   const ConvParams<2>& p = problem.params;
   Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
   fill(dy, InitMethod::kDecimals, 5);
@@ -262,7 +214,7 @@ TEST(ConvBackwardDataLarge, DxOfMoreThan2To31Elements) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = hipgrad::half;
   using Op = hipgrad::conv::BackwardData<T, 1>;
-  const ConvParams<1> p = params<1>(1, 1, 8, 8, {3}, {(Index{1} << 28) + 5}, {2}, {1}, {1}, {1});
+  const ConvParams<1> p = hipgrad::test::conv_params<1>(1, 1, 8, 8, {3}, {(Index{1} << 28) + 5}, {2}, {1}, {1}, {1});
   const Problem<1> problem = Problem<1>::packed(p);
   const Index dx_elements = Problem<1>::element_space(p.input_lengths(), problem.input_strides);
   const Index dy_elements = Problem<1>::element_space(p.output_lengths(), problem.output_strides);
@@ -310,7 +262,7 @@ TEST(ConvBackwardDataLarge, DxOfMoreThan2To31Elements) {
 TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
   using T = hipgrad::half;
   using Op = hipgrad::conv::BackwardData<T, 2>;
-  const ConvParams<2> good = params<2>(2, 2, 8, 8, {3, 3}, {9, 9}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
+  const ConvParams<2> good = hipgrad::test::conv_params<2>(2, 2, 8, 8, {3, 3}, {9, 9}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
   std::vector<T> storage(1 << 16);
   const Problem<2> problem = Problem<2>::packed(good);
   const Index dx_elements = Problem<2>::element_space(good.input_lengths(), problem.input_strides);

@@ -91,91 +91,13 @@ void emulate_backward_data(const Problem<NDim>& problem, const Tensor<T>& dy, co
   }
 }
 
-/// Vectors of `length` from loader `l` at every (mn, k) with k (or mn) a multiple of `length`:
-/// their valid elements are the element-by-element reads at consecutive addresses, and the
-/// rest read as nothing; advance_k from k_state(0) meets k_state(k).
-template <typename Loader>
-void expect_vectors_match_elements(const Loader& l, int length) {
-  // Steps of 3 and 5 too (the gather producer advances by a row step): carries over several
-  // channels at once, past the last tap.
-  for (int step : {3, 5}) {
-    auto advanced = l.k_state(1);
-    for (int k = 1; k < l.k_size() + 2 * step; k += step, l.advance_k(advanced, step)) {
-      const auto direct = l.vector(0, k, 1);
-      const auto split = l.vector(l.mn_state(0), advanced, 1);
-      ASSERT_EQ(split.valid, direct.valid) << "k " << k << " step " << step;
-      if (direct.valid > 0) ASSERT_EQ(split.pointer, direct.pointer) << "k " << k << " step " << step;
-    }
-  }
-  for (int mn = 0; mn < l.mn_size(); ++mn) {
-    auto advanced = l.k_state(0);
-    for (int k = 0; k < l.k_size(); ++k, l.advance_k(advanced, 1)) {
-      const auto direct = l.vector(mn, k, 1);
-      const auto split = l.vector(l.mn_state(mn), advanced, 1);
-      ASSERT_EQ(split.valid, direct.valid) << "mn " << mn << " k " << k;
-      if (direct.valid > 0) ASSERT_EQ(split.pointer, direct.pointer) << "mn " << mn << " k " << k;
-      const bool starts = Loader::kKContiguous ? k % length == 0 : mn % length == 0;
-      if (!starts) continue;
-      const auto v = l.vector(mn, k, length);
-      for (int e = 0; e < length; ++e) {
-        const int emn = Loader::kKContiguous ? mn : mn + e, ek = Loader::kKContiguous ? k + e : k;
-        const bool exists = emn < l.mn_size() && ek < l.k_size() && l.vector(emn, ek, 1).valid > 0;
-        if (e < v.valid) {
-          ASSERT_TRUE(exists) << "mn " << mn << " k " << k << " element " << e;
-          ASSERT_EQ(v.pointer + e, l.vector(emn, ek, 1).pointer) << "mn " << mn << " k " << k << " element " << e;
-        } else {
-          ASSERT_FALSE(exists) << "mn " << mn << " k " << k << " element " << e << " exists beyond the vector";
-        }
-      }
-    }
-  }
-}
-
-template <int NDim>
-struct RandomCase {
-  ConvParams<NDim> params;
-  ConvLayout layout;
-  bool padded;
-};
-
-template <int NDim>
-RandomCase<NDim> random_case(std::mt19937_64& rng) {
-  auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  RandomCase<NDim> r;
-  ConvParams<NDim>& p = r.params;
-  p.G = pick(1, 3);
-  p.N = pick(1, 2);
-  p.K = pick(1, 6);
-  p.C = pick(1, 6);
-  for (int d = 0; d < NDim; ++d) {
-    p.filter[d] = pick(1, 3);
-    p.strides[d] = pick(1, 3);
-    p.dilations[d] = pick(1, 3);
-    p.left_pads[d] = pick(0, 3);
-    p.right_pads[d] = pick(0, 3);
-    const Index reach = p.dilations[d] * (p.filter[d] - 1) + 1;
-    p.input[d] = pick(1, NDim == 3 ? 6 : 9);
-    // Some inputs narrower than the filter's reach (the pads make it fit).
-    if (p.input[d] + p.left_pads[d] + p.right_pads[d] < reach) p.right_pads[d] = reach - p.input[d] - p.left_pads[d];
-  }
-  const ConvLayout layouts[] = {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW};
-  r.layout = layouts[pick(0, 2)];
-  r.padded = pick(0, 3) == 0;
-  return r;
-}
-
-template <int NDim>
-Problem<NDim> problem_of(const RandomCase<NDim>& r) {
-  return r.padded ? hipgrad::test::padded_conv_problem(r.params, r.layout) : Problem<NDim>::packed(r.params, r.layout);
-}
-
 template <int NDim, bool kVectors>
 void check_random_problems(unsigned seed, int count) {
   std::mt19937_64 rng(seed);
   int vectorised = 0;
   for (int trial = 0; trial < count; ++trial) {
-    const RandomCase<NDim> r = random_case<NDim>(rng);
-    const Problem<NDim> problem = problem_of(r);
+    const hipgrad::test::RandomCase<NDim> r = hipgrad::test::random_case<NDim>(rng);
+    const Problem<NDim> problem = hipgrad::test::problem_of(r);
     // Vectors run along channels only where they are contiguous.
     if (kVectors && (problem.output_strides[2] != 1 || problem.weight_strides[2] != 1)) continue;
     ++vectorised;
@@ -200,8 +122,8 @@ void check_random_problems(unsigned seed, int count) {
     const auto subs = cd::backward_data_sub_problems<float, NDim, kVectors>(problem, dy.data(), w.data(), dx.data());
     const int length = kVectors ? 4 : 1;
     for (const auto& sp : subs) {
-      expect_vectors_match_elements(sp.a, length);
-      expect_vectors_match_elements(sp.b, length);
+      hipgrad::test::expect_vectors_match_elements(sp.a, length);
+      hipgrad::test::expect_vectors_match_elements(sp.b, length);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }

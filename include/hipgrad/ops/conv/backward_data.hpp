@@ -22,18 +22,17 @@
 #pragma once
 
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "hipgrad/core/device_info.hpp"
-#include "hipgrad/core/memory_ranges.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
+#include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/plain_gemm.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/box_producer.hpp"
@@ -44,18 +43,6 @@
 namespace hipgrad::conv {
 
 namespace detail {
-
-/// The tile GEMM's forced path for an algorithm (none for kAuto).
-inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kGather: return gemm::Path::kGather;
-    case Algorithm::kMatrix: return gemm::Path::kMatrix;
-    case Algorithm::kSimt: return gemm::Path::kSimt;
-    case Algorithm::kTmaBoxes:  // not the tile GEMM launcher's: BackwardData runs it itself
-    case Algorithm::kAuto: break;
-  }
-  return std::nullopt;
-}
 
 /// The plain-GEMM path (1×1, unit strides, no padding, one group: plain_gemm.hpp) on the tile
 /// GEMM launcher; a class template of its own, so that it is instantiated once per type and
@@ -151,12 +138,7 @@ class BackwardData {
   using LauncherOf = gemm::GroupedGemmLauncher<TileCfg, detail::DyGather<T, NDim, kVectors>,
                                                detail::WeightGather<T, NDim, kVectors>, detail::DxScatter<T, NDim>>;
 
-  static gemm::TileGemmRequest request_of(const Problem& problem) {
-    gemm::TileGemmRequest request;
-    request.matrix_units = !std::is_same_v<T, float> || problem.allow_tf32;
-    request.forced = detail::forced_gemm_path(problem.algorithm);
-    return request;
-  }
+  static gemm::TileGemmRequest request_of(const Problem& problem) { return detail::gemm_request<T>(problem); }
 
   static gemm::TileGemmPlan plain_plan(const Problem& problem, const Args& args) {
     return detail::PlainGemmRunner<T, Cfg>::plan(detail::plain_gemm(problem, args.dy, args.w, args.dx),
@@ -169,26 +151,11 @@ class BackwardData {
   }
 
   static Status check_arguments(const Problem& problem, const Args& args) {
-    HIPGRAD_RETURN_IF_ERROR(problem.validate());
-    if (!args.dy || !args.w || !args.dx) return Status::invalid_argument("dy, w and dx must not be null");
-    if (problem.allow_tf32 && !std::is_same_v<T, float>) {
-      return Status::invalid_argument(std::string("allow_tf32 applies to fp32 only, the data are ") + type_name<T>());
-    }
     const ConvParams<NDim>& p = problem.params;
-    if (strides_alias(p.input_lengths(), problem.input_strides)) {
-      return Status::invalid_argument("dx's strides " + lengths_to_string(problem.input_strides) +
-                                      " make two of its elements share memory");
-    }
-    const MemoryRange outputs[] = {{args.dx, bytes(p.input_lengths(), problem.input_strides), "dx"}};
-    const MemoryRange inputs[] = {{args.dy, bytes(p.output_lengths(), problem.output_strides), "dy"},
-                                  {args.w, bytes(p.weight_lengths(), problem.weight_strides), "w"}};
-    HIPGRAD_RETURN_IF_ERROR(check_outputs_disjoint(outputs, inputs));
+    HIPGRAD_RETURN_IF_ERROR((detail::check_op_arguments<T, NDim>(
+        problem, {args.dy, p.output_lengths(), problem.output_strides, "dy"},
+        {args.w, p.weight_lengths(), problem.weight_strides, "w"}, {args.dx, p.input_lengths(), problem.input_strides, "dx"})));
     return check_index_space(problem);
-  }
-
-  /// Bytes a tensor's strides span from its pointer (validate() bounds them).
-  static std::size_t bytes(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
-    return static_cast<std::size_t>(Problem::element_space(lengths, strides)) * sizeof(T);
   }
 
   /// not_supported where a phase's GEMM does not fit the tile GEMM's 32-bit extents.

@@ -132,6 +132,21 @@ inline const char* grid_blocker(const Tiling& t) {
 
 }  // namespace detail
 
+/// Adds `splits` fp32 partials per element of `epilogue` ([split][m][n], m_size × n_size each) in
+/// split order and stores each sum through `epilogue` (whose own partials are null), after the
+/// grid before it on `stream` (a dependent launch): a grid-stride pass over the outputs, capped
+/// so that small blocks do not outnumber the work.
+template <typename Epilogue>
+Status launch_split_k_reduction(const float* partials, int splits, const Epilogue& epilogue, hipStream_t stream) {
+  constexpr Index kThreads = 256, kMaxBlocks = 4096;
+  const Index elements = static_cast<Index>(epilogue.m_size) * epilogue.n_size;
+  if (elements == 0) return Status::ok();
+  const Index blocks = ceil_div(elements, kThreads) < kMaxBlocks ? ceil_div(elements, kThreads) : kMaxBlocks;
+  return status_from_hip(launch_dependent(reduce_split_k<Epilogue>, static_cast<unsigned>(blocks),
+                                          static_cast<unsigned>(kThreads), 0, stream, partials, splits, epilogue),
+                         "launch of reduce_split_k", __FILE__, __LINE__);
+}
+
 /// Plans and launches the tile GEMM of Config Cfg (the matrix mainloops' tiles; SIMT has its
 /// own) on operands LoaderA (M × K) and LoaderB (N × K) with Epilogue.
 template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
@@ -419,16 +434,9 @@ class TileGemmLauncher {
     return Status::ok();
   }
 
-  /// A grid-stride pass over the outputs, capped so that small blocks do not outnumber the work.
   static Status launch_reduction(const TileGemmPlan& plan, const Epilogue& epilogue, const float* partials,
                                  hipStream_t stream) {
-    constexpr Index kThreads = 256, kMaxBlocks = 4096;
-    const Index elements = static_cast<Index>(epilogue.m_size) * epilogue.n_size;
-    const Index blocks = ceil_div(elements, kThreads) < kMaxBlocks ? ceil_div(elements, kThreads) : kMaxBlocks;
-    return status_from_hip(
-        launch_dependent(reduce_split_k<Epilogue>, static_cast<unsigned>(blocks), static_cast<unsigned>(kThreads), 0,
-                         stream, partials, plan.splits, epilogue),
-        "launch of reduce_split_k", __FILE__, __LINE__);
+    return launch_split_k_reduction(partials, plan.splits, epilogue, stream);
   }
 };
 

@@ -1,0 +1,214 @@
+/// @file backward_weight.hpp
+/// @brief Grouped N-D convolution backward-weight, dw = x ⋆ dy per group, for fp32, fp16 and
+///        bf16 with fp32 accumulation, any strides (NHWGC, GNHWC, NGCHW and any others), stride,
+///        dilation and asymmetric pads; every element of dw written once by the op, bitwise the
+///        same from run to run.
+///
+///   using Op = hipgrad::conv::BackwardWeight<hipgrad::half, 2>;
+///   auto problem = hipgrad::conv::Problem<2>::packed(params, hipgrad::conv::ConvLayout::kNHWGC);
+///   Op::Args args{x, dy, dw};
+///   HIPGRAD_RETURN_IF_ERROR(Op::can_implement(problem, args));
+///   // a workspace of Op::workspace_size(problem) bytes (the sub-problem table and the splits'
+///   // fp32 sums), then
+///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, bytes, stream));
+///
+/// An implicit GEMM per group (detail/backward_weight_plan.hpp: M = K, N = taps × C, its K the
+/// N × Π O output positions), split along those positions (problem.split_k, 0: the op's choice
+/// for the problem and the GPU). All groups and splits are sub-problems of one grouped launch of
+/// the tile GEMM. With one split the GEMM stores dw; with several each split stores its fp32
+/// sums in the workspace and a reduction adds them in split order and converts once: no atomics,
+/// no caller zeroing, the same bits on every run. Where x's and dy's channels are contiguous,
+/// operand vectors run along them (16 bytes on the matrix paths); elsewhere elements are read one
+/// at a time on the SIMT path.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "hipgrad/core/device_info.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/status.hpp"
+#include "hipgrad/core/workspace.hpp"
+#include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
+#include "hipgrad/ops/conv/detail/op_checks.hpp"
+#include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
+#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+
+namespace hipgrad::conv {
+
+/// T: x, dy and dw (float, half, bfloat16). NDim: 1, 2 or 3 spatial dimensions. Cfg: the matrix
+/// paths' tiles.
+template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>>
+class BackwardWeight {
+  static_assert(is_storage_type_v<T>, "convolution data must be float, half or bfloat16");
+
+ public:
+  using Problem = conv::Problem<NDim>;
+
+  struct Args {
+    const T* x = nullptr;   ///< [G, N, C, input spatial...] at problem.input_strides
+    const T* dy = nullptr;  ///< [G, N, K, output spatial...] at problem.output_strides
+    T* dw = nullptr;        ///< [G, K, C, filter...] at problem.weight_strides; written whole
+  };
+
+  static Status can_implement(const Problem& problem, const Args& args) {
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    return with_plan(problem, args, nullptr, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) {
+      return plan.status;
+    });
+  }
+
+  /// The launch's table of sub-problems (one per group and split), and with several splits their
+  /// fp32 sums (splits × G × K × taps × C, C padded to the vector).
+  static std::size_t workspace_size(const Problem& problem) {
+    if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
+    return channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
+  }
+
+  /// Defined after the class (not inline), so that an `extern template` declaration of the op
+  /// keeps its kernels out of the translation units that only call it.
+  static Status run(const Problem& problem, const Args& args, void* workspace, std::size_t workspace_bytes,
+                    hipStream_t stream);
+
+  /// e.g. "conv2d_bwd_weight_fp16_vectors_grouped_wgmma_gather_128x256x64_w2x4_s4_split4": the
+  /// operands' reads (vectors along contiguous channels, or elements), the kernel, the splits.
+  static std::string name(const Problem& problem, const Args& args = Args{}) {
+    if (!problem.validate().is_ok()) return "conv_bwd_weight_invalid";
+    const std::string op =
+        "conv" + std::to_string(NDim) + "d_bwd_weight_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    return with_plan(problem, args, nullptr, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
+      using Launcher = decltype(launcher);
+      return op + (channels_contiguous(problem) ? "_vectors_" : "_elements_") + Launcher::kernel_name(plan) +
+             "_split" + std::to_string(splits_of(problem));
+    });
+  }
+
+  /// The splits run() takes for `problem` on the current device: problem.split_k, or the op's
+  /// choice (the output tiles over all groups against the multiprocessors, detail::auto_splits).
+  static int splits_of(const Problem& problem) {
+    return channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
+  }
+
+ private:
+  template <bool kVectors>
+  using LauncherOf = gemm::GroupedGemmLauncher<Cfg, detail::DyRows<T, NDim, kVectors>,
+                                               detail::XPatches<T, NDim, kVectors>, detail::DwStore<T, NDim>>;
+
+  /// Vectors run along the channels where dy's k and x's c are contiguous.
+  static bool channels_contiguous(const Problem& problem) {
+    return problem.output_strides[2] == 1 && problem.input_strides[2] == 1;
+  }
+
+  template <bool kVectors>
+  static int splits_for(const Problem& problem) {
+    if (problem.split_k > 0) return problem.split_k;
+    const detail::WeightExtents e = detail::weight_extents<T, NDim, kVectors>(problem);
+    const Index tiles = problem.params.G * ceil_div(e.m, static_cast<Index>(Cfg::kBlockM)) *
+                        ceil_div(e.n, static_cast<Index>(Cfg::kBlockN));
+    const DeviceInfo& device = current_device_info();
+    const int multiprocessors = device.known ? device.multiprocessors : 1;
+    return detail::auto_splits(tiles, e.positions, problem.params.G * e.m * e.n, Cfg::kBlockK, multiprocessors);
+  }
+
+  /// The table, then (several splits) the splits' sums, 256-byte aligned.
+  template <bool kVectors>
+  static std::size_t split_sums_offset(const Problem& problem) {
+    return round_up(LauncherOf<kVectors>::workspace_bytes(static_cast<int>(problem.params.G * splits_for<kVectors>(problem))),
+                    std::size_t{256});
+  }
+  template <bool kVectors>
+  static std::size_t workspace_of(const Problem& problem) {
+    const int splits = splits_for<kVectors>(problem);
+    if (splits == 1) return LauncherOf<kVectors>::workspace_bytes(static_cast<int>(problem.params.G));
+    const detail::WeightExtents e = detail::weight_extents<T, NDim, kVectors>(problem);
+    return split_sums_offset<kVectors>(problem) +
+           static_cast<std::size_t>(splits) * static_cast<std::size_t>(problem.params.G * e.m * e.n) * sizeof(float);
+  }
+
+  static gemm::TileGemmRequest request_of(const Problem& problem) { return detail::gemm_request<T>(problem); }
+
+  static Status check_arguments(const Problem& problem, const Args& args) {
+    const ConvParams<NDim>& p = problem.params;
+    HIPGRAD_RETURN_IF_ERROR((detail::check_op_arguments<T, NDim>(
+        problem, {args.x, p.input_lengths(), problem.input_strides, "x"},
+        {args.dy, p.output_lengths(), problem.output_strides, "dy"},
+        {args.dw, p.weight_lengths(), problem.weight_strides, "dw"})));
+    if (problem.algorithm == Algorithm::kTmaBoxes) {
+      return Status::not_supported("algorithm tma_boxes is backward-data's; backward-weight runs gather, matrix or simt");
+    }
+    return check_index_space(problem);
+  }
+
+  /// not_supported where the GEMM does not fit the tile GEMM's 32-bit extents.
+  static Status check_index_space(const Problem& problem) {
+    constexpr Index kLimit = (Index{1} << 31) - 1;
+    const detail::WeightExtents e = detail::weight_extents<T, NDim, true>(problem);
+    if (problem.params.G * e.m > kLimit) return Status::not_supported("more than 2^31 - 1 groups times K");
+    if (e.n > kLimit) return Status::not_supported("filter taps times C exceed 2^31 - 1");
+    if (e.positions > kLimit) {
+      return Status::not_supported("N times the output positions is " + std::to_string(e.positions) +
+                                   ", more than 2^31 - 1");
+    }
+    if (problem.split_k > 0 && problem.params.G * problem.split_k > kLimit) {
+      return Status::not_supported("more than 2^31 - 1 groups times splits");
+    }
+    return Status::ok();
+  }
+
+  /// Calls visit(Launcher{}, sub_problems, plan) with the launcher of the problem's operand reads,
+  /// its sub-problems (their split sums at `split_sums`) and its plan.
+  template <typename Visit>
+  static auto with_plan(const Problem& problem, const Args& args, float* split_sums, Visit&& visit) {
+    if (channels_contiguous(problem)) return visit_plan<true>(problem, args, split_sums, visit);
+    return visit_plan<false>(problem, args, split_sums, visit);
+  }
+
+  template <bool kVectors, typename Visit>
+  static auto visit_plan(const Problem& problem, const Args& args, float* split_sums, Visit& visit) {
+    using Launcher = LauncherOf<kVectors>;
+    const auto problems = detail::backward_weight_sub_problems<T, NDim, kVectors>(
+        problem, args.x, args.dy, args.dw, splits_for<kVectors>(problem), split_sums);
+    const gemm::GroupedGemmPlan plan =
+        Launcher::plan(problems.data(), static_cast<int>(problems.size()), request_of(problem), current_device_info());
+    return visit(Launcher{}, problems, plan);
+  }
+
+  template <bool kVectors>
+  static Status run_splits(const Problem& problem, const Args& args, void* workspace, std::size_t workspace_bytes,
+                           hipStream_t stream);
+};
+
+template <typename T, int NDim, typename Cfg>
+Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& args, void* workspace,
+                                         std::size_t workspace_bytes, hipStream_t stream) {
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+  HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+  return channels_contiguous(problem) ? run_splits<true>(problem, args, workspace, workspace_bytes, stream)
+                                      : run_splits<false>(problem, args, workspace, workspace_bytes, stream);
+}
+
+template <typename T, int NDim, typename Cfg>
+template <bool kVectors>
+Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Args& args, void* workspace,
+                                                std::size_t workspace_bytes, hipStream_t stream) {
+  const int splits = splits_for<kVectors>(problem);
+  float* split_sums = splits > 1 ? reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
+                                                            split_sums_offset<kVectors>(problem))
+                                 : nullptr;
+  using Launcher = LauncherOf<kVectors>;
+  const auto problems =
+      detail::backward_weight_sub_problems<T, NDim, kVectors>(problem, args.x, args.dy, args.dw, splits, split_sums);
+  const gemm::GroupedGemmPlan plan =
+      Launcher::plan(problems.data(), static_cast<int>(problems.size()), request_of(problem), current_device_info());
+  HIPGRAD_RETURN_IF_ERROR(plan.status);
+  HIPGRAD_RETURN_IF_ERROR(
+      Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes, stream));
+  if (splits == 1) return Status::ok();
+  return gemm::launch_split_k_reduction(split_sums, splits, detail::dw_store<T, NDim, kVectors>(problem, args.dw), stream);
+}
+
+}  // namespace hipgrad::conv

@@ -1,0 +1,81 @@
+/// @file op_checks.hpp
+/// @brief What the convolution ops check and ask of the tile GEMM alike: the arguments (the
+///        problem, null pointers, TF32 on fp32 only, an output whose strides alias or that
+///        overlaps an input) and the GEMM request of the problem's types and algorithm.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "hipgrad/core/memory_ranges.hpp"
+#include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/status.hpp"
+#include "hipgrad/core/strides.hpp"
+#include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/launcher.hpp"
+
+namespace hipgrad::conv::detail {
+
+/// One tensor of an op's arguments: its pointer, lengths and strides (logical order), and name.
+struct ArgumentTensor {
+  const void* data;
+  std::vector<Index> lengths;
+  const std::vector<Index>& strides;
+  const char* name;
+};
+
+/// Bytes a tensor of T spans from its pointer (Problem::validate() bounds them).
+template <typename T, int NDim>
+std::size_t tensor_bytes(const ArgumentTensor& t) {
+  return static_cast<std::size_t>(Problem<NDim>::element_space(t.lengths, t.strides)) * sizeof(T);
+}
+
+/// ok, or invalid_argument naming what is wrong with `problem` and the tensors: `output` written
+/// whole by the op, `first` and `second` read.
+template <typename T, int NDim>
+Status check_op_arguments(const Problem<NDim>& problem, const ArgumentTensor& first, const ArgumentTensor& second,
+                          const ArgumentTensor& output) {
+  HIPGRAD_RETURN_IF_ERROR(problem.validate());
+  if (!first.data || !second.data || !output.data) {
+    return Status::invalid_argument(std::string(first.name) + ", " + second.name + " and " + output.name +
+                                    " must not be null");
+  }
+  if (problem.allow_tf32 && !std::is_same_v<T, float>) {
+    return Status::invalid_argument(std::string("allow_tf32 applies to fp32 only, the data are ") + type_name<T>());
+  }
+  if (strides_alias(output.lengths, output.strides)) {
+    return Status::invalid_argument(std::string(output.name) + "'s strides " + lengths_to_string(output.strides) +
+                                    " make two of its elements share memory");
+  }
+  const MemoryRange outputs[] = {{output.data, tensor_bytes<T, NDim>(output), output.name}};
+  const MemoryRange inputs[] = {{first.data, tensor_bytes<T, NDim>(first), first.name},
+                                {second.data, tensor_bytes<T, NDim>(second), second.name}};
+  return check_outputs_disjoint(outputs, inputs);
+}
+
+/// The tile GEMM's forced path for an algorithm (none for kAuto, nor for kTmaBoxes, which no
+/// tile GEMM launcher runs).
+inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kGather: return gemm::Path::kGather;
+    case Algorithm::kMatrix: return gemm::Path::kMatrix;
+    case Algorithm::kSimt: return gemm::Path::kSimt;
+    case Algorithm::kTmaBoxes:
+    case Algorithm::kAuto: break;
+  }
+  return std::nullopt;
+}
+
+/// The GEMM request of a problem of T: matrix units for 16-bit data and TF32, the forced path.
+template <typename T, int NDim>
+gemm::TileGemmRequest gemm_request(const Problem<NDim>& problem) {
+  gemm::TileGemmRequest request;
+  request.matrix_units = !std::is_same_v<T, float> || problem.allow_tf32;
+  request.forced = forced_gemm_path(problem.algorithm);
+  return request;
+}
+
+}  // namespace hipgrad::conv::detail

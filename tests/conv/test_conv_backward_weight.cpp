@@ -1,0 +1,281 @@
+/// @file test_conv_backward_weight.cpp
+/// @brief conv::BackwardWeight on the GPU against the CPU reference: the listed 1-D, 2-D and 3-D
+///        problems of the conv tests (G 1, 2, 3, 32 and depthwise; strides, dilations, asymmetric
+///        pads, output length 1, odd channels) in NHWGC, GNHWC, NGCHW and padded strides; fp32
+///        exact and TF32, fp16, bf16; integer data compared exactly, decimal data within the
+///        tolerance of fp32 sums; dw NaN-poisoned first, its gaps checked untouched; every forced
+///        path that runs a problem; split-K 1, 2, 7 and auto, auto bitwise repeatable; a bf16
+///        reduction of 2^20 terms whose splits' sums a bf16 partial could not hold; an x of more
+///        than 2^31 elements. CPU-only: the refusals of can_implement, each with a reason.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/poison.hpp"
+#include "conv/conv_test_checks.hpp"
+#include "conv/conv_test_problems.hpp"
+#include "conv_instances.hpp"
+#include "gemm/gemm_test_kinds.hpp"
+#include "hipgrad/host/check.hpp"
+#include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/fill.hpp"
+#include "hipgrad/host/reference/conv.hpp"
+#include "hipgrad/ops/conv/backward_weight.hpp"
+
+namespace {
+
+using hipgrad::Index;
+using hipgrad::Status;
+using hipgrad::conv::Algorithm;
+using hipgrad::conv::ConvLayout;
+using hipgrad::conv::ConvParams;
+using hipgrad::conv::Problem;
+using namespace hipgrad::host;
+
+/// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored.
+template <typename T, int NDim>
+Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, const Tensor<T>& dy,
+                              std::string* name) {
+  using Op = hipgrad::conv::BackwardWeight<T, NDim>;
+  const ConvParams<NDim>& p = problem.params;
+  Tensor<T> dw(p.weight_lengths(), problem.weight_strides);
+  for (T& v : dw.storage()) v = hipgrad::test::poison_nan<T>();
+  DeviceBuffer<T> dx_, ddy, ddw;
+  DeviceBuffer<unsigned char> workspace;
+  EXPECT_TRUE(dx_.allocate(x.storage().size()).is_ok() && dx_.copy_from(x).is_ok());
+  EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
+  EXPECT_TRUE(ddw.allocate(dw.storage().size()).is_ok() && ddw.copy_from(dw).is_ok());
+  EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
+  const typename Op::Args args{dx_.data(), ddy.data(), ddw.data()};
+  *name = Op::name(problem, args);
+  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(s.is_ok()) << *name << ": " << s.to_string();
+  EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
+  EXPECT_TRUE(ddw.copy_to(dw).is_ok());
+  return dw;
+}
+
+/// Runs `problem` on the GPU and compares dw with the reference.
+template <typename T, int NDim>
+void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
+  const ConvParams<NDim>& p = problem.params;
+  SCOPED_TRACE(problem.to_string() + " " + init_method_name(init));
+  Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
+  fill(x, init, seed);
+  fill(dy, init, seed + 1);
+  Tensor<double> expected(p.weight_lengths());
+  const Status reference = reference::conv_backward_weight(x, dy, expected, p);
+  ASSERT_TRUE(reference.is_ok()) << reference.to_string();
+  std::string name;
+  const Tensor<T> result = run_backward_weight<T, NDim>(problem, x, dy, &name);
+
+  Index terms = p.N;
+  for (Index o : p.output_spatial()) terms *= o;
+  hipgrad::test::expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
+}
+
+/// kAuto, and every forced path that can run `problem` here.
+template <typename T, int NDim>
+std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
+  using Op = hipgrad::conv::BackwardWeight<T, NDim>;
+  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
+  // Aligned, disjoint fake pointers: can_implement never dereferences them.
+  const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
+                               reinterpret_cast<T*>(Index{3} << 40)};
+  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather}) {
+    problem.algorithm = a;
+    if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
+  }
+  return algorithms;
+}
+
+template <typename T, int NDim>
+void check_every_path(Problem<NDim> problem, std::uint64_t seed) {
+  for (Algorithm a : runnable_algorithms<T, NDim>(problem)) {
+    problem.algorithm = a;
+    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+      check_backward_weight<T, NDim>(problem, init, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+template <typename K, int NDim>
+Problem<NDim> with_kind(Problem<NDim> problem) {
+  problem.allow_tf32 = K::kAllowTf32;
+  return problem;
+}
+
+template <typename K>
+class ConvBackwardWeightTest : public ::testing::Test {};
+TYPED_TEST_SUITE(ConvBackwardWeightTest, gemm_test::Kinds);
+
+template <typename K, int NDim>
+void check_listed(const std::vector<ConvParams<NDim>>& list, std::uint64_t seed) {
+  for (const ConvParams<NDim>& p : list) {
+    for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kGNHWC, ConvLayout::kNGCHW}) {
+      check_every_path<typename K::Type, NDim>(with_kind<K>(Problem<NDim>::packed(p, layout)), seed += 8);
+      if (::testing::Test::HasFailure()) return;
+    }
+    check_every_path<typename K::Type, NDim>(with_kind<K>(hipgrad::test::padded_conv_problem(p, ConvLayout::kNHWGC)),
+                                             seed += 8);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TYPED_TEST(ConvBackwardWeightTest, ListedProblems1D) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  check_listed<TypeParam, 1>(hipgrad::test::listed_conv_problems_1d(), 10);
+}
+TYPED_TEST(ConvBackwardWeightTest, ListedProblems2D) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  check_listed<TypeParam, 2>(hipgrad::test::listed_conv_problems_2d(), 100);
+}
+TYPED_TEST(ConvBackwardWeightTest, ListedProblems3D) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  check_listed<TypeParam, 3>(hipgrad::test::listed_conv_problems_3d(), 200);
+}
+
+/// Split-K 1, 2, 7 and the op's choice give the reference's dw (exactly on integer data, within
+/// the tolerance on decimal data), and the op's choice gives the same bits on two runs.
+TYPED_TEST(ConvBackwardWeightTest, SplitsAgreeAndAutoRepeatsBitwise) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = typename TypeParam::Type;
+  // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it.
+  const ConvParams<2> p =
+      hipgrad::test::conv_params<2>(2, 4, 24, 16, {3, 3}, {57, 61}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
+  for (int split : {1, 2, 7, 0}) {
+    Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p));
+    problem.split_k = split;
+    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+      check_backward_weight<T, 2>(problem, init, 300 + static_cast<std::uint64_t>(split));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  const Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p));
+  Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
+  fill(x, InitMethod::kDecimals, 7);
+  fill(dy, InitMethod::kDecimals, 8);
+  std::string name;
+  const Tensor<T> first = run_backward_weight<T, 2>(problem, x, dy, &name);
+  const Tensor<T> second = run_backward_weight<T, 2>(problem, x, dy, &name);
+  EXPECT_EQ(std::memcmp(first.storage().data(), second.storage().data(), first.storage().size() * sizeof(T)), 0)
+      << name;
+}
+
+/// bf16, a reduction of 2^20 terms (1-D, N 2, 2^19 positions): x is 1, dy is 1 in image 0 but at
+/// position 0 (0) and −1 in image 1 but at three positions (−0.5), so dw = 0.5 everywhere while
+/// a split's sum reaches 2^19 − 1. Each split's sum is a multiple of 0.5 below 2^20, which fp32
+/// holds exactly; a bf16 partial (8 significant bits) rounds 2^19 − 1 to 2^19 and misses 0.5.
+TEST(ConvBackwardWeightLarge, Bf16LongReductionKeepsFp32Sums) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = hipgrad::bfloat16;
+  const ConvParams<1> p = hipgrad::test::conv_params<1>(1, 2, 8, 8, {1}, {Index{1} << 19}, {1}, {1}, {0}, {0});
+  for (int split : {2, 0}) {
+    Problem<1> problem = Problem<1>::packed(p);
+    problem.split_k = split;
+    Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
+    for (T& v : x.storage()) v = hipgrad::type_convert<T>(1.0f);
+    dy.for_each_index([&](const std::vector<Index>& i) {
+      const Index n = i[1], o = i[3];
+      float v = n == 0 ? 1.0f : -1.0f;
+      if (n == 0 && o == 0) v = 0.0f;
+      if (n == 1 && (o == 1 || o == 5 || o == 9)) v = -0.5f;
+      dy(i) = hipgrad::type_convert<T>(v);
+    });
+    std::string name;
+    const Tensor<T> dw = run_backward_weight<T, 1>(problem, x, dy, &name);
+    SCOPED_TRACE(name);
+    for (const T& v : dw.storage()) {
+      ASSERT_EQ(hipgrad::type_convert<float>(v), 0.5f) << "split_k " << split;
+    }
+  }
+}
+
+/// An x of more than 2^31 elements (fp16, 1-D, C 4096 × (2^19 + 3) positions): 64-bit offsets in
+/// the loaders. Integers in {−1, 0, 1}: every sum exact in fp32; dw poisoned first must hold no
+/// NaN; sampled elements equal the sums computed here.
+TEST(ConvBackwardWeightLarge, XOfMoreThan2To31Elements) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = hipgrad::half;
+  const ConvParams<1> p = hipgrad::test::conv_params<1>(1, 1, 8, 4096, {1}, {(Index{1} << 19) + 3}, {1}, {1}, {0}, {0});
+  const Problem<1> problem = Problem<1>::packed(p);
+  Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
+  ASSERT_GT(static_cast<Index>(x.storage().size()), Index{1} << 31);
+  std::mt19937_64 rng(31);
+  std::uniform_int_distribution<int> pick(-1, 1);
+  for (T& v : x.storage()) v = hipgrad::type_convert<T>(static_cast<float>(pick(rng)));
+  for (T& v : dy.storage()) v = hipgrad::type_convert<T>(static_cast<float>(pick(rng)));
+  std::string name;
+  const Tensor<T> dw = run_backward_weight<T, 1>(problem, x, dy, &name);
+  SCOPED_TRACE(name);
+  for (const T& v : dw.storage()) ASSERT_FALSE(std::isnan(hipgrad::type_convert<float>(v)));
+  std::uniform_int_distribution<Index> pick_c(0, p.C - 1), pick_k(0, p.K - 1);
+  for (int sample = 0; sample < 24; ++sample) {
+    const Index k = sample == 0 ? 0 : pick_k(rng), c = sample == 0 ? p.C - 1 : pick_c(rng);
+    double sum = 0.0;
+    for (Index o = 0; o < p.input[0]; ++o) {
+      sum += static_cast<double>(hipgrad::type_convert<float>(x({0, 0, c, o}))) *
+             static_cast<double>(hipgrad::type_convert<float>(dy({0, 0, k, o})));
+    }
+    EXPECT_EQ(hipgrad::type_convert<float>(dw({0, k, c, 0})), hipgrad::type_convert<float>(hipgrad::type_convert<T>(sum)))
+        << "k " << k << " c " << c;
+  }
+}
+
+TEST(ConvBackwardWeightProblem, CanImplementRejectsWithAReason) {
+  using T = hipgrad::half;
+  using Op = hipgrad::conv::BackwardWeight<T, 2>;
+  const ConvParams<2> good = hipgrad::test::conv_params<2>(2, 2, 8, 8, {3, 3}, {9, 9}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
+  std::vector<T> storage(1 << 16);
+  const Problem<2> problem = Problem<2>::packed(good);
+  const Index dw_elements = Problem<2>::element_space(good.weight_lengths(), problem.weight_strides);
+  const typename Op::Args ok{storage.data() + 20000, storage.data() + 40000, storage.data()};
+  auto refused = [&](const Problem<2>& pr, const typename Op::Args& args, hipgrad::StatusCode code, const char* what) {
+    const Status s = Op::can_implement(pr, args);
+    EXPECT_EQ(s.code(), code) << what << ": " << s.to_string();
+    EXPECT_FALSE(s.message().empty()) << what;
+  };
+  using hipgrad::StatusCode;
+  ASSERT_LT(dw_elements, 20000);
+  Problem<2> zero = problem;
+  zero.params.K = 0;
+  refused(zero, ok, StatusCode::kInvalidArgument, "K = 0");
+  Problem<2> negative_pad = problem;
+  negative_pad.params.right_pads[1] = -1;
+  refused(negative_pad, ok, StatusCode::kInvalidArgument, "negative pad");
+  refused(problem, {ok.x, nullptr, ok.dw}, StatusCode::kInvalidArgument, "null dy");
+  refused(problem, {ok.x, ok.dy, storage.data() + 19990}, StatusCode::kInvalidArgument, "dw overlaps x");
+  refused(problem, {ok.x, ok.dy, storage.data() + 39990}, StatusCode::kInvalidArgument, "dw overlaps dy");
+  Problem<2> aliasing = problem;
+  aliasing.weight_strides[1] = 0;  // every k of dw at one place
+  refused(aliasing, ok, StatusCode::kInvalidArgument, "dw strides alias");
+  Problem<2> tf32 = problem;
+  tf32.allow_tf32 = true;
+  refused(tf32, ok, StatusCode::kInvalidArgument, "TF32 for fp16 data");
+  Problem<2> negative_split = problem;
+  negative_split.split_k = -1;
+  refused(negative_split, ok, StatusCode::kInvalidArgument, "negative split");
+  Problem<2> boxes = problem;
+  boxes.algorithm = Algorithm::kTmaBoxes;
+  refused(boxes, ok, StatusCode::kNotSupported, "tma_boxes");
+  EXPECT_EQ(Op::workspace_size(zero), 0u);
+  // A workspace smaller than workspace_size is an error, never a wrong answer; several splits
+  // need room for their sums.
+  Problem<2> split = problem;
+  split.split_k = 3;
+  EXPECT_GT(Op::workspace_size(split), Op::workspace_size(problem));
+  EXPECT_EQ(Op::splits_of(split), 3);
+  std::vector<unsigned char> small(Op::workspace_size(split) - 1);
+  const Status s = Op::run(split, ok, small.data(), small.size(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
+}
+
+}  // namespace
