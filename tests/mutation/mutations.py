@@ -27,6 +27,8 @@ GEMM_SPLIT_K = "GemmTest*SplitK*:GemmTest*CpAsync*:GemmTest*Persistent*"
 CONV_BWD_DATA = "ConvStridePhases*:ConvBackwardDataPlan*:ConvBackwardDataTest*"
 # The box path: its plan through the maps on the CPU, and the op on the GPU.
 CONV_BWD_DATA_BOXES = "ConvBackwardDataTma*:ConvBackwardDataTest*"
+# Backward-weight: its plan on the CPU, the op on the GPU.
+CONV_BWD_WEIGHT = "ConvBackwardWeightPlan*:ConvBackwardWeightTest*:ConvBackwardWeightLarge*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -367,6 +369,46 @@ MUTATIONS = [
         new="Index first = g * s[1];",
         targets=CONV,
         filter={"test_conv": CONV_BWD_DATA_BOXES},
+    ),
+    # ---- convolution backward-weight ------------------------------------------------------------
+    # The sub-problems and their splits run in every backward-weight test: on the CPU through the
+    # host GEMM loop with 1, 2 and 7 splits (ConvBackwardWeightPlan), on the GPU through every
+    # path (ConvBackwardWeightTest, ConvBackwardWeightLarge).
+    dict(
+        id="conv_bwd_weight_split_dropped",
+        bug="conv backward-weight: the last split's sub-problems left out (its fp32 sums never written)",
+        file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
+        old="for (int split = 0; split < splits; ++split) {",
+        new="for (int split = 0; split < (splits > 1 ? splits - 1 : 1); ++split) {",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
+    ),
+    dict(
+        id="conv_bwd_weight_sums_in_output_type",
+        bug="conv backward-weight: each split's sum rounded to the data type before the reduction",
+        file="include/hipgrad/ops/conv/detail/backward_weight_operands.hpp",
+        old="static float split_sum(float accumulator) { return accumulator; }",
+        new="static float split_sum(float accumulator) { return type_convert<float>(type_convert<T>(accumulator)); }",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
+    ),
+    dict(
+        id="conv_bwd_weight_group_dy_offset",
+        bug="conv backward-weight: group g's dy read at g times dy's N stride instead of its G stride",
+        file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
+        old="a.data = dy + g * sy[0];",
+        new="a.data = dy + g * sy[1];",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
+    ),
+    dict(
+        id="conv_bwd_weight_split_last_position_skipped",
+        bug="conv backward-weight: every full split stops one output position short",
+        file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
+        old="const Index count = e.positions - first < per_split ? e.positions - first : per_split;",
+        new="const Index count = e.positions - first < per_split ? e.positions - first : per_split - 1;",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
     ),
     # Grouped launches run each sub-problem's K tiles from sub_problem_work (the gather, matrix and
     # SIMT kernels): the GPU tests only (the CPU loop has no tiles).

@@ -246,10 +246,14 @@ struct DwStore {
     return true;
   }
 
+  /// What a split stores of its sum: the fp32 value itself, never rounded to T (the reduction
+  /// converts once).
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE static float split_sum(float accumulator) { return accumulator; }
+
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void store(int m, int column, float accumulator, int) const {
     if (m >= m_size || column >= n_size) return;
     if (split_sums != nullptr) {
-      split_sums[static_cast<Index>(m) * n_size + column] = accumulator;
+      split_sums[static_cast<Index>(m) * n_size + column] = split_sum(accumulator);
       return;
     }
     Index at = 0;
@@ -263,7 +267,11 @@ struct DwStore {
     if (column + gemm::kEpilogueVector <= n_size) {
       if (split_sums != nullptr) {
         float* p = split_sums + (static_cast<Index>(m) * n_size + column);
-        if (is_vector_aligned<float, kVector16<float>>(p)) return gemm::store_scaled_vector(p, accumulators, 1.0f);
+        if (is_vector_aligned<float, kVector16<float>>(p)) {
+          float sums[gemm::kEpilogueVector];
+          for (int j = 0; j < gemm::kEpilogueVector; ++j) sums[j] = split_sum(accumulators[j]);
+          return gemm::store_scaled_vector(p, sums, 1.0f);
+        }
       } else if (stride_c == 1) {
         Index at = 0;
         std::uint32_t tap = 0, c = 0;
