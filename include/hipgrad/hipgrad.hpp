@@ -46,6 +46,7 @@
 #include "hipgrad/primitives/warp_reduce.hpp"
 #include "hipgrad/primitives/welford.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
+#include "hipgrad/ops/conv/backward_weight.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
 #include "hipgrad/ops/gemm/problem.hpp"
