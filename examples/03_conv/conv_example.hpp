@@ -127,8 +127,8 @@ inline Status parse_config(Config* c, bool grouped, bool weight = false) {
     if (split != "auto") {
       char* end = nullptr;
       const long value = std::strtol(split.c_str(), &end, 10);
-      if (end == split.c_str() || *end != '\0' || value < 1 || value > 4096) {
-        return Status::invalid_argument("bad option --split-k=" + split + ": expected auto or a count from 1 to 4096");
+      if (end == split.c_str() || *end != '\0' || value < 1 || value > 1024) {
+        return Status::invalid_argument("bad option --split-k=" + split + ": expected auto or a count from 1 to 1024");
       }
       c->split_k = static_cast<int>(value);
     }

@@ -266,6 +266,18 @@ TEST(ConvBackwardWeightProblem, CanImplementRejectsWithAReason) {
   Problem<2> boxes = problem;
   boxes.algorithm = Algorithm::kTmaBoxes;
   refused(boxes, ok, StatusCode::kNotSupported, "tma_boxes");
+  Problem<2> many_splits = problem;
+  many_splits.split_k = 1025;
+  refused(many_splits, ok, StatusCode::kNotSupported, "split_k above 1024");
+  EXPECT_EQ(Op::workspace_size(many_splits), 0u);
+  // 2^22 groups times 7 splits: more sub-problems than an op's host table holds (far-apart fake
+  // pointers: can_implement never dereferences them).
+  Problem<2> many_groups = Problem<2>::packed(hipgrad::test::conv_params<2>(Index{1} << 22, 1, 1, 1, {1, 1}, {1, 1},
+                                                                             {1, 1}, {1, 1}, {0, 0}, {0, 0}));
+  many_groups.split_k = 7;
+  const typename Op::Args far{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
+                              reinterpret_cast<T*>(Index{3} << 40)};
+  refused(many_groups, far, StatusCode::kNotSupported, "2^22 groups times 7 splits");
   EXPECT_EQ(Op::workspace_size(zero), 0u);
   // A workspace smaller than workspace_size is an error, never a wrong answer; several splits
   // need room for their sums.

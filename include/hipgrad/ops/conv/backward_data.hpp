@@ -163,9 +163,8 @@ class BackwardData {
     constexpr Index kLimit = (Index{1} << 31) - 1;
     const Index kp = detail::padded_channels<T, true>(problem.params.K);
     if (problem.params.C > kLimit) return Status::not_supported("more than 2^31 - 1 channels per group (C)");
-    if (problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()) > kLimit) {
-      return Status::not_supported("more than 2^31 - 1 groups times stride phases");
-    }
+    HIPGRAD_RETURN_IF_ERROR(
+        detail::check_sub_problem_count(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size())));
     for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
       const detail::PhaseExtents e = detail::phase_extents<NDim>(problem, phase);
       if (e.m > kLimit) {

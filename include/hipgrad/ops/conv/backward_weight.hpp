@@ -144,6 +144,8 @@ class BackwardWeight {
   }
 
   /// not_supported where the GEMM does not fit the tile GEMM's 32-bit extents.
+  static constexpr int kMaxSplits = 1024;
+
   static Status check_index_space(const Problem& problem) {
     constexpr Index kLimit = (Index{1} << 31) - 1;
     const detail::WeightExtents e = detail::weight_extents<T, NDim, true>(problem);
@@ -153,8 +155,16 @@ class BackwardWeight {
       return Status::not_supported("N times the output positions is " + std::to_string(e.positions) +
                                    ", more than 2^31 - 1");
     }
-    if (problem.split_k > 0 && problem.params.G * problem.split_k > kLimit) {
-      return Status::not_supported("more than 2^31 - 1 groups times splits");
+    // At most kMaxSplits: splits past the positions are empty sub-problems, and each adds its
+    // fp32 sums to the workspace.
+    if (problem.split_k > kMaxSplits) {
+      return Status::not_supported("split_k " + std::to_string(problem.split_k) + " is more than " +
+                                   std::to_string(kMaxSplits));
+    }
+    const int splits = splits_of(problem);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_sub_problem_count(problem.params.G * splits));
+    if (splits > 1 && problem.params.G * e.m * e.n > (Index{1} << 60) / splits) {
+      return Status::not_supported("the splits' fp32 sums would take more than 2^62 bytes");
     }
     return Status::ok();
   }

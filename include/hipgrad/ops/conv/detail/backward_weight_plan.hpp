@@ -51,7 +51,7 @@ inline int auto_splits(Index output_tiles, Index positions, Index elements, int 
   if (output_tiles <= 0 || positions <= 0) return 1;
   Index splits = ceil_div(2 * static_cast<Index>(multiprocessors), output_tiles);
   const Index by_depth = positions / (8 * static_cast<Index>(block_k));
-  const Index by_memory = (Index{1} << 30) / (elements * static_cast<Index>(sizeof(float)) + 1);
+  const Index by_memory = (Index{1} << 30) / static_cast<Index>(sizeof(float)) / (elements + 1);  // no overflow
   for (Index cap : {by_depth, by_memory, Index{64}}) splits = splits < cap ? splits : cap;
   return splits > 1 ? static_cast<int>(splits) : 1;
 }

@@ -56,6 +56,17 @@ Status check_op_arguments(const Problem<NDim>& problem, const ArgumentTensor& fi
   return check_outputs_disjoint(outputs, inputs);
 }
 
+/// not_supported where a launch would have more sub-problems than the host table of an op may
+/// hold (2^24: a few GB of host memory), so that an absurd group count is a status, not an
+/// allocation failure.
+inline Status check_sub_problem_count(Index count) {
+  constexpr Index kLimit = Index{1} << 24;
+  if (count > kLimit) {
+    return Status::not_supported(std::to_string(count) + " sub-problems (groups times phases or splits), more than 2^24");
+  }
+  return Status::ok();
+}
+
 /// The tile GEMM's forced path for an algorithm (none for kAuto, nor for kTmaBoxes, which no
 /// tile GEMM launcher runs).
 inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
