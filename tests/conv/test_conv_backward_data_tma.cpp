@@ -20,6 +20,7 @@
 #include "hipgrad/ops/conv/detail/position_boxes.hpp"
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
+#include "conv/conv_test_boxes.hpp"
 #include "reference/reference_test_util.hpp"
 
 namespace {
@@ -30,47 +31,13 @@ using hipgrad::conv::ConvParams;
 using hipgrad::conv::Problem;
 using hipgrad::gemm::TensorMapShape;
 using hipgrad::host::Tensor;
+using hipgrad::test::count_store;
+using hipgrad::test::gapped_strides;
+using hipgrad::test::load_box;
 namespace cd = hipgrad::conv::detail;
 namespace ref = hipgrad::host::reference;
 
 constexpr int kElementBytes = 4;  // fp32 data: a K tile and a panel are 32 channels
-
-/// Counts a store to dx's storage element `element`; a failure, and false, where it lies outside
-/// the storage, so that a wrong offset fails the test instead of writing past the tensor.
-bool count_store(std::vector<int>& stores, std::ptrdiff_t element) {
-  if (element < 0 || element >= static_cast<std::ptrdiff_t>(stores.size())) {
-    ADD_FAILURE() << "a store at storage element " << element << ", outside dx's " << stores.size();
-    return false;
-  }
-  ++stores[static_cast<std::size_t>(element)];
-  return true;
-}
-
-/// The box of `map` at `coords` read from `base` as TMA reads it: dimension 0 fastest, zeros at
-/// coordinates outside the map's sizes.
-std::vector<float> load_box(const TensorMapShape& map, const float* base, const int* coords) {
-  Index count = 1;
-  for (int d = 0; d < map.rank; ++d) count *= map.box[d];
-  EXPECT_EQ(count * kElementBytes, map.box_bytes());
-  std::vector<float> out(static_cast<std::size_t>(count));
-  int b[TensorMapShape::kMaxRank] = {};
-  for (Index e = 0; e < count; ++e) {
-    bool inside = true;
-    Index bytes = 0;
-    for (int d = 0; d < map.rank; ++d) {
-      const Index x = static_cast<Index>(coords[d]) + b[d];
-      inside = inside && x >= 0 && x < map.size[d];
-      bytes += x * map.stride_bytes[d];
-    }
-    out[static_cast<std::size_t>(e)] =
-        inside ? *reinterpret_cast<const float*>(reinterpret_cast<const char*>(base) + bytes) : 0.0f;
-    for (int d = 0; d < map.rank; ++d) {
-      if (++b[d] < map.box[d]) break;
-      b[d] = 0;
-    }
-  }
-  return out;
-}
 
 /// dx of backward-data as the TMA producer and the box epilogue make it: per sub-problem (group,
 /// phase) and M tile (a box of the phase's positions), per K tile one dy box and a w box per
@@ -202,31 +169,6 @@ void planned_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy
   }
 }
 
-/// Strides of `lengths` stored in `order` (slowest first), each dimension marked in `gap` padded
-/// to a multiple of 4 elements and 4 more: unpacked, but every stride a multiple of 16 bytes
-/// where the unpadded ones are.
-std::vector<Index> gapped_strides(const std::vector<Index>& lengths, const std::vector<int>& order,
-                                  const std::vector<bool>& gap) {
-  std::vector<Index> s(lengths.size(), 0);
-  Index stride = 1;
-  for (std::size_t i = order.size(); i-- > 0;) {
-    const auto dim = static_cast<std::size_t>(order[i]);
-    s[dim] = stride;
-    Index l = std::max<Index>(lengths[dim], 1);
-    if (gap[dim]) l = (l + 3) / 4 * 4 + 4;
-    stride *= l;
-  }
-  return s;
-}
-
-template <int NDim>
-Tensor<float> filled(const std::vector<Index>& lengths, const std::vector<Index>& strides, std::mt19937_64& rng) {
-  Tensor<float> t(lengths, strides);
-  std::fill(t.storage().begin(), t.storage().end(), std::numeric_limits<float>::quiet_NaN());  // gaps poisoned
-  hipgrad::test::fill_integers(t, rng, -4, 4);
-  return t;
-}
-
 template <int NDim>
 void check_random_problems(unsigned seed, int count) {
   std::mt19937_64 rng(seed);
@@ -259,8 +201,8 @@ void check_random_problems(unsigned seed, int count) {
     SCOPED_TRACE(p.to_string() + (gapped ? " gapped" : " packed") +
                  (layout == ConvLayout::kNHWGC ? " NHWGC" : " GNHWC"));
     ASSERT_TRUE(problem.validate().is_ok());
-    const Tensor<float> dy = filled<NDim>(p.output_lengths(), problem.output_strides, rng);
-    const Tensor<float> w = filled<NDim>(p.weight_lengths(), problem.weight_strides, rng);
+    const Tensor<float> dy = hipgrad::test::filled_integers(p.output_lengths(), problem.output_strides, rng);
+    const Tensor<float> w = hipgrad::test::filled_integers(p.weight_lengths(), problem.weight_strides, rng);
     Tensor<float> dx(p.input_lengths(), problem.input_strides), expected(p.input_lengths(), problem.input_strides);
     hipgrad::test::fill_nan(dx);
     hipgrad::test::fill_nan(expected);
@@ -281,13 +223,7 @@ void check_random_problems(unsigned seed, int count) {
     if (::testing::Test::HasFatalFailure()) return;
     EXPECT_TRUE(hipgrad::test::bitwise_equal(expected, planned)) << "blocks " << block_m << " x " << block_n;
     EXPECT_EQ(planned_stores, stores) << "the plan stores every dx element once";
-    std::vector<int> expected_stores(stores.size(), 0);
-    std::vector<Index> at(static_cast<std::size_t>(3 + NDim), 0);
-    for (Index e = 0; e < dx.num_elements(); ++e) {  // the logical elements, gaps left out
-      Index rest = e;
-      for (std::size_t d = at.size(); d-- > 0;) at[d] = rest % dx.lengths()[d], rest /= dx.lengths()[d];
-      expected_stores[static_cast<std::size_t>(dx.offset(at))] = 1;
-    }
+    const std::vector<int> expected_stores = hipgrad::test::logical_elements(dx);
     EXPECT_EQ(stores, expected_stores) << "every dx element stored once, nothing else";
     if (::testing::Test::HasFailure()) return;
   }

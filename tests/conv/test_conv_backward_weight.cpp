@@ -89,7 +89,7 @@ std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
   // Aligned, disjoint fake pointers: can_implement never dereferences them.
   const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
                                reinterpret_cast<T*>(Index{3} << 40)};
-  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather}) {
+  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather, Algorithm::kTmaBoxes}) {
     problem.algorithm = a;
     if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
   }
@@ -144,19 +144,22 @@ TYPED_TEST(ConvBackwardWeightTest, ListedProblems3D) {
 }
 
 /// Split-K 1, 2, 7 and the op's choice give the reference's dw (exactly on integer data, within
-/// the tolerance on decimal data), and the op's choice gives the same bits on two runs.
+/// the tolerance on decimal data) on every path, and the op's choice gives the same bits on two
+/// runs.
 TYPED_TEST(ConvBackwardWeightTest, SplitsAgreeAndAutoRepeatsBitwise) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
   // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it.
-  const ConvParams<2> p =
-      hipgrad::test::conv_params<2>(2, 4, 24, 16, {3, 3}, {57, 61}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
-  for (int split : {1, 2, 7, 0}) {
-    Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p));
-    problem.split_k = split;
-    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-      check_backward_weight<T, 2>(problem, init, 300 + static_cast<std::uint64_t>(split));
-      if (::testing::Test::HasFailure()) return;
+  const ConvParams<2> p = hipgrad::test::conv_params<2>(2, 4, 24, 16, {3, 3}, {57, 61}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
+  for (Algorithm algorithm : runnable_algorithms<T, 2>(with_kind<TypeParam>(Problem<2>::packed(p)))) {
+    for (int split : {1, 2, 7, 0}) {
+      Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p));
+      problem.split_k = split;
+      problem.algorithm = algorithm;
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        check_backward_weight<T, 2>(problem, init, 300 + static_cast<std::uint64_t>(split));
+        if (::testing::Test::HasFailure()) return;
+      }
     }
   }
   const Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p));
@@ -178,25 +181,27 @@ TEST(ConvBackwardWeightLarge, Bf16LongReductionKeepsFp32Sums) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = hipgrad::bfloat16;
   const ConvParams<1> p = hipgrad::test::conv_params<1>(1, 2, 8, 8, {1}, {Index{1} << 19}, {1}, {1}, {0}, {0});
-  for (int split : {2, 0}) {
-    Problem<1> problem = Problem<1>::packed(p);
-    problem.split_k = split;
-    Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
-    for (T& v : x.storage()) v = hipgrad::type_convert<T>(1.0f);
-    dy.for_each_index([&](const std::vector<Index>& i) {
-      const Index n = i[1], o = i[3];
-      float v = n == 0 ? 1.0f : -1.0f;
-      if (n == 0 && o == 0) v = 0.0f;
-      if (n == 1 && (o == 1 || o == 5 || o == 9)) v = -0.5f;
-      dy(i) = hipgrad::type_convert<T>(v);
-    });
-    std::string name;
-    const Tensor<T> dw = run_backward_weight<T, 1>(problem, x, dy, &name);
-    SCOPED_TRACE(name);
-    for (const T& v : dw.storage()) {
-      ASSERT_EQ(hipgrad::type_convert<float>(v), 0.5f) << "split_k " << split;
+  for (int split : {2, 0})
+    for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kGather}) {
+      Problem<1> problem = Problem<1>::packed(p);
+      problem.split_k = split;
+      problem.algorithm = algorithm;
+      Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
+      for (T& v : x.storage()) v = hipgrad::type_convert<T>(1.0f);
+      dy.for_each_index([&](const std::vector<Index>& i) {
+        const Index n = i[1], o = i[3];
+        float v = n == 0 ? 1.0f : -1.0f;
+        if (n == 0 && o == 0) v = 0.0f;
+        if (n == 1 && (o == 1 || o == 5 || o == 9)) v = -0.5f;
+        dy(i) = hipgrad::type_convert<T>(v);
+      });
+      std::string name;
+      const Tensor<T> dw = run_backward_weight<T, 1>(problem, x, dy, &name);
+      SCOPED_TRACE(name);
+      for (const T& v : dw.storage()) {
+        ASSERT_EQ(hipgrad::type_convert<float>(v), 0.5f) << "split_k " << split;
+      }
     }
-  }
 }
 
 /// An x of more than 2^31 elements (fp16, 1-D, C 4096 × (2^19 + 3) positions): 64-bit offsets in
@@ -206,27 +211,31 @@ TEST(ConvBackwardWeightLarge, XOfMoreThan2To31Elements) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = hipgrad::half;
   const ConvParams<1> p = hipgrad::test::conv_params<1>(1, 1, 8, 4096, {1}, {(Index{1} << 19) + 3}, {1}, {1}, {0}, {0});
-  const Problem<1> problem = Problem<1>::packed(p);
+  Problem<1> problem = Problem<1>::packed(p);
   Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
   ASSERT_GT(static_cast<Index>(x.storage().size()), Index{1} << 31);
   std::mt19937_64 rng(31);
   std::uniform_int_distribution<int> pick(-1, 1);
   for (T& v : x.storage()) v = hipgrad::type_convert<T>(static_cast<float>(pick(rng)));
   for (T& v : dy.storage()) v = hipgrad::type_convert<T>(static_cast<float>(pick(rng)));
-  std::string name;
-  const Tensor<T> dw = run_backward_weight<T, 1>(problem, x, dy, &name);
-  SCOPED_TRACE(name);
-  for (const T& v : dw.storage()) ASSERT_FALSE(std::isnan(hipgrad::type_convert<float>(v)));
-  std::uniform_int_distribution<Index> pick_c(0, p.C - 1), pick_k(0, p.K - 1);
-  for (int sample = 0; sample < 24; ++sample) {
-    const Index k = sample == 0 ? 0 : pick_k(rng), c = sample == 0 ? p.C - 1 : pick_c(rng);
-    double sum = 0.0;
-    for (Index o = 0; o < p.input[0]; ++o) {
-      sum += static_cast<double>(hipgrad::type_convert<float>(x({0, 0, c, o}))) *
-             static_cast<double>(hipgrad::type_convert<float>(dy({0, 0, k, o})));
+  for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kGather}) {
+    problem.algorithm = algorithm;
+    std::string name;
+    const Tensor<T> dw = run_backward_weight<T, 1>(problem, x, dy, &name);
+    SCOPED_TRACE(name);
+    for (const T& v : dw.storage()) ASSERT_FALSE(std::isnan(hipgrad::type_convert<float>(v)));
+    std::uniform_int_distribution<Index> pick_c(0, p.C - 1), pick_k(0, p.K - 1);
+    for (int sample = 0; sample < 24; ++sample) {
+      const Index k = sample == 0 ? 0 : pick_k(rng), c = sample == 0 ? p.C - 1 : pick_c(rng);
+      double sum = 0.0;
+      for (Index o = 0; o < p.input[0]; ++o) {
+        sum += static_cast<double>(hipgrad::type_convert<float>(x({0, 0, c, o}))) *
+               static_cast<double>(hipgrad::type_convert<float>(dy({0, 0, k, o})));
+      }
+      EXPECT_EQ(hipgrad::type_convert<float>(dw({0, k, c, 0})),
+                hipgrad::type_convert<float>(hipgrad::type_convert<T>(sum)))
+          << "k " << k << " c " << c;
     }
-    EXPECT_EQ(hipgrad::type_convert<float>(dw({0, k, c, 0})), hipgrad::type_convert<float>(hipgrad::type_convert<T>(sum)))
-        << "k " << k << " c " << c;
   }
 }
 
@@ -263,17 +272,21 @@ TEST(ConvBackwardWeightProblem, CanImplementRejectsWithAReason) {
   Problem<2> negative_split = problem;
   negative_split.split_k = -1;
   refused(negative_split, ok, StatusCode::kInvalidArgument, "negative split");
-  Problem<2> boxes = problem;
+  Problem<2> boxes =
+      Problem<2>::packed(hipgrad::test::conv_params<2>(2, 2, 8, 8, {3, 3}, {9, 9}, {9, 9}, {1, 1}, {1, 1}, {1, 1}));
   boxes.algorithm = Algorithm::kTmaBoxes;
-  refused(boxes, ok, StatusCode::kNotSupported, "tma_boxes");
+  refused(boxes, ok, StatusCode::kNotSupported, "tma_boxes with stride 9");
+  Problem<2> nchw_boxes = Problem<2>::packed(good, ConvLayout::kNGCHW);
+  nchw_boxes.algorithm = Algorithm::kTmaBoxes;
+  refused(nchw_boxes, ok, StatusCode::kNotSupported, "tma_boxes with channels not contiguous");
   Problem<2> many_splits = problem;
   many_splits.split_k = 1025;
   refused(many_splits, ok, StatusCode::kNotSupported, "split_k above 1024");
   EXPECT_EQ(Op::workspace_size(many_splits), 0u);
   // 2^22 groups times 7 splits: more sub-problems than an op's host table holds (far-apart fake
   // pointers: can_implement never dereferences them).
-  Problem<2> many_groups = Problem<2>::packed(hipgrad::test::conv_params<2>(Index{1} << 22, 1, 1, 1, {1, 1}, {1, 1},
-                                                                             {1, 1}, {1, 1}, {0, 0}, {0, 0}));
+  Problem<2> many_groups = Problem<2>::packed(
+      hipgrad::test::conv_params<2>(Index{1} << 22, 1, 1, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}));
   many_groups.split_k = 7;
   const typename Op::Args far{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
                               reinterpret_cast<T*>(Index{3} << 40)};

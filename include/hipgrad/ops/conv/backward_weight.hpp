@@ -18,8 +18,9 @@
 /// the tile GEMM. With one split the GEMM stores dw; with several each split stores its fp32
 /// sums in the workspace and a reduction adds them in split order and converts once: no atomics,
 /// no caller zeroing, the same bits on every run. Where x's and dy's channels are contiguous,
-/// operand vectors run along them (16 bytes on the matrix paths); elsewhere elements are read one
-/// at a time on the SIMT path.
+/// operand vectors run along them (16 bytes on the matrix paths), and on sm_90a fp16/bf16 take
+/// the box path (x and dy copied by TMA boxes of output positions, detail/backward_weight_tma.hpp);
+/// elsewhere elements are read one at a time on the SIMT path.
 #pragma once
 
 #include <cstddef>
@@ -32,8 +33,10 @@
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
+#include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
 #include "hipgrad/primitives/gemm/launcher.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
@@ -57,16 +60,23 @@ class BackwardWeight {
 
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    if (problem.algorithm == Algorithm::kTmaBoxes) return box_status(problem, args);
+    if (runs_boxes(problem, args)) return Status::ok();
     return with_plan(problem, args, nullptr, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) {
       return plan.status;
     });
   }
 
   /// The launch's table of sub-problems (one per group and split), and with several splits their
-  /// fp32 sums (splits × G × K × taps × C, C padded to the vector).
+  /// fp32 sums (splits × G × K × taps × C, C padded to the vector, or to a 128-byte panel on the
+  /// box path, whose tensor maps the workspace holds too): where kAuto may take the box path, the
+  /// larger of the two.
   static std::size_t workspace_size(const Problem& problem) {
     if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
-    return channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
+    const std::size_t boxes = may_run_boxes(problem) ? box_layout(problem).total : 0;
+    if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
+    const std::size_t other = channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
+    return boxes > other ? boxes : other;
   }
 
   /// Defined after the class (not inline), so that an `extern template` declaration of the op
@@ -75,11 +85,19 @@ class BackwardWeight {
                     hipStream_t stream);
 
   /// e.g. "conv2d_bwd_weight_fp16_vectors_grouped_wgmma_gather_128x256x64_w2x4_s4_split4": the
-  /// operands' reads (vectors along contiguous channels, or elements), the kernel, the splits.
+  /// operands' reads (TMA boxes, vectors along contiguous channels, or elements), the kernel,
+  /// the splits.
   static std::string name(const Problem& problem, const Args& args = Args{}) {
     if (!problem.validate().is_ok()) return "conv_bwd_weight_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_weight_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (runs_boxes(problem, args)) {
+      gemm::TileGemmPlan plan;
+      plan.path = gemm::Path::kTma;
+      plan.wgmma = true;
+      return op + "_boxes_grouped_" + gemm::tile_gemm_kernel_name<Cfg>(plan) + "_split" +
+             std::to_string(box_splits(problem));
+    }
     return with_plan(problem, args, nullptr, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
       using Launcher = decltype(launcher);
       return op + (channels_contiguous(problem) ? "_vectors_" : "_elements_") + Launcher::kernel_name(plan) +
@@ -87,9 +105,11 @@ class BackwardWeight {
     });
   }
 
-  /// The splits run() takes for `problem` on the current device: problem.split_k, or the op's
-  /// choice (the output tiles over all groups against the multiprocessors, detail::auto_splits).
-  static int splits_of(const Problem& problem) {
+  /// The splits run() takes for `problem` and `args` on the current device: problem.split_k, or
+  /// the op's choice (the output tiles over all groups against the multiprocessors,
+  /// detail::auto_splits).
+  static int splits_of(const Problem& problem, const Args& args = Args{}) {
+    if (runs_boxes(problem, args)) return box_splits(problem);
     return channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
   }
 
@@ -105,8 +125,12 @@ class BackwardWeight {
 
   template <bool kVectors>
   static int splits_for(const Problem& problem) {
+    return splits_over(problem, detail::weight_extents<T, NDim, kVectors>(problem));
+  }
+
+  /// problem.split_k, or auto_splits over the GEMM of extents e (its positions: e.positions).
+  static int splits_over(const Problem& problem, const detail::WeightExtents& e) {
     if (problem.split_k > 0) return problem.split_k;
-    const detail::WeightExtents e = detail::weight_extents<T, NDim, kVectors>(problem);
     const Index tiles = problem.params.G * ceil_div(e.m, static_cast<Index>(Cfg::kBlockM)) *
                         ceil_div(e.n, static_cast<Index>(Cfg::kBlockN));
     const DeviceInfo& device = current_device_info();
@@ -137,9 +161,6 @@ class BackwardWeight {
         problem, {args.x, p.input_lengths(), problem.input_strides, "x"},
         {args.dy, p.output_lengths(), problem.output_strides, "dy"},
         {args.dw, p.weight_lengths(), problem.weight_strides, "dw"})));
-    if (problem.algorithm == Algorithm::kTmaBoxes) {
-      return Status::not_supported("algorithm tma_boxes is backward-data's; backward-weight runs gather, matrix or simt");
-    }
     return check_index_space(problem);
   }
 
@@ -190,6 +211,94 @@ class BackwardWeight {
   template <bool kVectors>
   static Status run_splits(const Problem& problem, const Args& args, void* workspace, std::size_t workspace_bytes,
                            hipStream_t stream);
+
+  // ---- kTmaBoxes: x and dy by TMA boxes (backward_weight_tma.hpp, box_producer.hpp) ----------
+
+  using BoxA = detail::DyBoxRows<T, NDim>;
+  using BoxB = detail::XBoxPatches<T, NDim>;
+  using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
+  static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
+  static constexpr bool kBoxTiles = Cfg::kBlockK == kBoxRows && Cfg::kBlockM % kBoxRows == 0 &&
+                                    Cfg::kBlockN % kBoxRows == 0;
+
+  /// The box path's GEMM: C padded to a panel, positions counted in whole boxes.
+  static detail::WeightExtents box_extents(const Problem& problem) {
+    detail::WeightExtents e = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C));
+    e.positions = detail::weight_position_boxes(problem, kBoxRows).tiles() * kBoxRows;
+    return e;
+  }
+  static int box_splits(const Problem& problem) { return splits_over(problem, box_extents(problem)); }
+
+  /// The box path's workspace: the sub-problem table, the two maps (128-byte aligned), then with
+  /// several splits their fp32 sums (256-byte aligned).
+  struct BoxLayout {
+    std::size_t table;
+    std::size_t maps;
+    std::size_t sums;
+    std::size_t total;
+  };
+  static BoxLayout box_layout(const Problem& problem) {
+    const int splits = box_splits(problem);
+    BoxLayout l{};
+    l.table = gemm::grouped_workspace_bytes<BoxSubProblem>(static_cast<int>(problem.params.G * splits));
+    l.maps = round_up(l.table, static_cast<std::size_t>(detail::kTensorMapBytes));
+    l.sums = round_up(l.maps + 2 * detail::kTensorMapBytes, std::size_t{256});
+    const detail::WeightExtents e = box_extents(problem);
+    l.total = splits == 1 ? l.maps + 2 * detail::kTensorMapBytes
+                          : l.sums + static_cast<std::size_t>(splits) *
+                                         static_cast<std::size_t>(problem.params.G * e.m * e.n) * sizeof(float);
+    return l;
+  }
+
+  /// Whether run() may take the box path for `problem` (before what the pointers and the device
+  /// allow): forced, or kAuto with fp16/bf16 and contiguous channels.
+  static bool may_run_boxes(const Problem& problem) {
+    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
+    return problem.algorithm == Algorithm::kAuto && sizeof(T) == 2 && channels_contiguous(problem);
+  }
+
+  /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
+  static bool runs_boxes(const Problem& problem, const Args& args) {
+    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
+    return may_run_boxes(problem) && box_status(problem, args).is_ok();
+  }
+
+  /// ok where the box path runs `problem` here.
+  static Status box_status(const Problem& problem, const Args& args) {
+    const std::string no = "algorithm tma_boxes cannot run: ";
+    // What the problem allows first, so that every backend gives these reasons.
+    if (sizeof(T) != 2) {
+      return Status::not_supported(no + "fp32 has no box path (TF32 wgmma reads K-major tiles; x and dy are MN-major)");
+    }
+    if (const char* b = detail::backward_weight_tma_blocker(problem, args.x, args.dy, sizeof(T)))
+      return Status::not_supported(no + b);
+    const detail::WeightExtents e = box_extents(problem);
+    constexpr Index kLimit = (Index{1} << 31) - 1;
+    if (e.positions > kLimit) return Status::not_supported(no + "the boxes' positions exceed 2^31 - 1");
+    if (e.n > kLimit) return Status::not_supported(no + "filter taps times C (padded) exceed 2^31 - 1");
+    const int splits = box_splits(problem);
+    HIPGRAD_RETURN_IF_ERROR(detail::check_sub_problem_count(problem.params.G * splits));
+    if (splits > 1 && problem.params.G * e.m * e.n > (Index{1} << 60) / splits) {
+      return Status::not_supported(no + "the splits' fp32 sums would take more than 2^62 bytes");
+    }
+    if constexpr (!kBoxTiles || !gemm::tma_kernel_supported<Cfg, BoxA, BoxB>()) {
+      return Status::not_supported(no + "its tiles are not 128-byte panels the TMA kernel runs");
+    } else {
+#if defined(HIPGRAD_BACKEND_CUDA)
+      const DeviceInfo& device = current_device_info();
+      if (!device.known || !gemm::device_runs_wgmma(device.device))
+        return Status::not_supported(no + "the code loaded for this device was not compiled for sm_90a");
+      if (gemm::detail::tensor_map_encoder() == nullptr) return Status::not_supported(no + "the driver has no tensor maps");
+      if (static_cast<std::size_t>(gemm::tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in)
+        return Status::not_supported(no + "more shared memory per block than the device allows");
+      return Status::ok();
+#else
+      return Status::not_supported(no + "TMA exists in CUDA builds only");
+#endif
+    }
+  }
+
+  static Status run_boxes(const Problem& problem, const Args& args, void* workspace, hipStream_t stream);
 };
 
 template <typename T, int NDim, typename Cfg>
@@ -197,6 +306,10 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
                                          std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+  if (runs_boxes(problem, args)) {
+    HIPGRAD_RETURN_IF_ERROR(box_status(problem, args));
+    return run_boxes(problem, args, workspace, stream);
+  }
   return channels_contiguous(problem) ? run_splits<true>(problem, args, workspace, workspace_bytes, stream)
                                       : run_splits<false>(problem, args, workspace, workspace_bytes, stream);
 }
@@ -219,6 +332,40 @@ Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Ar
       Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes, stream));
   if (splits == 1) return Status::ok();
   return gemm::launch_split_k_reduction(split_sums, splits, detail::dw_store<T, NDim, kVectors>(problem, args.dw), stream);
+}
+
+template <typename T, int NDim, typename Cfg>
+Status BackwardWeight<T, NDim, Cfg>::run_boxes(const Problem& problem, const Args& args, void* workspace,
+                                               hipStream_t stream) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  if constexpr (kBoxTiles) {
+    using Plan = gemm::WgmmaPlan<Cfg, BoxA, BoxB>;
+    static_assert(Plan::TileA::Layout::kPanelBytes == Plan::TileB::Layout::kPanelBytes, "one panel size");
+    static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
+    const int splits = box_splits(problem);
+    const BoxLayout l = box_layout(problem);
+    auto* base = static_cast<unsigned char*>(workspace);
+    float* sums = splits > 1 ? reinterpret_cast<float*>(base + l.sums) : nullptr;
+    const detail::WeightBoxPlan<T, NDim> plan =
+        detail::weight_box_plan<T, NDim>(problem, args.dw, base + l.maps, Cfg::kBlockM, Cfg::kBlockN, kBoxRows,
+                                         Plan::TileB::Layout::kPanelBytes, splits, sums);
+    CUtensorMap maps[2];
+    HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
+    HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
+    HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(base + l.maps, maps, sizeof(maps), hipMemcpyHostToDevice, stream));
+    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<Cfg>(plan.problems.data(), static_cast<int>(plan.problems.size()),
+                                                               workspace, l.table, current_device_info(), stream));
+    if (splits == 1) return Status::ok();
+    return gemm::launch_split_k_reduction(
+        sums, splits, detail::dw_store<T, NDim>(problem, args.dw, detail::panel_channels<T>(problem.params.C)), stream);
+  } else {
+    (void)problem, (void)args, (void)workspace, (void)stream;
+    return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte panels");
+  }
+#else
+  (void)problem, (void)args, (void)workspace, (void)stream;
+  return Status::not_supported("algorithm tma_boxes: TMA exists in CUDA builds only");
+#endif
 }
 
 }  // namespace hipgrad::conv

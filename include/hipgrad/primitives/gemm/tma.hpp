@@ -196,7 +196,7 @@ Status encode_tensor_map_shape(const TensorMapShape& shape, const void* base, CU
     sizes[d] = static_cast<cuuint64_t>(shape.size[d]);
     if (d > 0) strides[d - 1] = static_cast<cuuint64_t>(shape.stride_bytes[d]);
     box[d] = static_cast<cuuint32_t>(shape.box[d]);
-    element_strides[d] = 1;
+    element_strides[d] = static_cast<cuuint32_t>(shape.element_stride[d]);
   }
   const CUresult r = encode(map, detail::tensor_map_type<T>(), static_cast<cuuint32_t>(shape.rank),
                             const_cast<void*>(base), sizes, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,

@@ -28,8 +28,9 @@ struct WeightExtents {
   Index taps;
   Index positions;
 };
-template <typename T, int NDim, bool kVectors>
-WeightExtents weight_extents(const Problem<NDim>& problem) {
+/// With C padded to `padded` channels.
+template <int NDim>
+WeightExtents weight_extents(const Problem<NDim>& problem, Index padded) {
   const ConvParams<NDim>& p = problem.params;
   WeightExtents e{p.K, 0, 1, p.N};
   const auto out = p.output_spatial();
@@ -37,8 +38,12 @@ WeightExtents weight_extents(const Problem<NDim>& problem) {
     e.taps *= p.filter[d];
     e.positions *= out[d];
   }
-  e.n = e.taps * padded_channels<T, kVectors>(p.C);
+  e.n = e.taps * padded;
   return e;
+}
+template <typename T, int NDim, bool kVectors>
+WeightExtents weight_extents(const Problem<NDim>& problem) {
+  return weight_extents<NDim>(problem, padded_channels<T, kVectors>(problem.params.C));
 }
 
 /// Positions of each split but perhaps the last: ⌈R / splits⌉.
@@ -56,10 +61,10 @@ inline int auto_splits(Index output_tiles, Index positions, Index elements, int 
   return splits > 1 ? static_cast<int>(splits) : 1;
 }
 
-/// The epilogue of the whole of dw (m = g·K + k): the reduction's, or a group's with `out` and
-/// m_size moved to it.
-template <typename T, int NDim, bool kVectors>
-DwStore<T, NDim> dw_store(const Problem<NDim>& problem, T* dw) {
+/// The epilogue of the whole of dw (m = g·K + k, columns tap · padded + c): the reduction's, or
+/// a group's with `out` and m_size moved to it.
+template <typename T, int NDim>
+DwStore<T, NDim> dw_store(const Problem<NDim>& problem, T* dw, Index padded) {
   const ConvParams<NDim>& p = problem.params;
   const std::vector<Index>& s = problem.weight_strides;  // [G, K, C, F...]
   DwStore<T, NDim> e{};
@@ -73,12 +78,16 @@ DwStore<T, NDim> dw_store(const Problem<NDim>& problem, T* dw) {
     e.filter[d] = FastDivmod(static_cast<std::uint32_t>(p.filter[d]));
   }
   e.channels_k = FastDivmod(static_cast<std::uint32_t>(p.K));
-  e.padded_channels = FastDivmod(static_cast<std::uint32_t>(padded_channels<T, kVectors>(p.C)));
+  e.padded_channels = FastDivmod(static_cast<std::uint32_t>(padded));
   e.channels = static_cast<int>(p.C);
   e.m_size = static_cast<int>(p.G * p.K);
-  e.n_size = static_cast<int>(weight_extents<T, NDim, kVectors>(problem).n);
+  e.n_size = static_cast<int>(weight_extents<NDim>(problem, padded).n);
   e.partials = nullptr;
   return e;
+}
+template <typename T, int NDim, bool kVectors>
+DwStore<T, NDim> dw_store(const Problem<NDim>& problem, T* dw) {
+  return dw_store<T, NDim>(problem, dw, padded_channels<T, kVectors>(problem.params.C));
 }
 
 /// Every sub-problem of the launch, splits outermost, then groups. With splits > 1, split s of

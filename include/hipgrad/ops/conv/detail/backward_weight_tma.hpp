@@ -1,0 +1,341 @@
+/// @file backward_weight_tma.hpp
+/// @brief Backward-weight's operands as tiled tensor maps, for the box producer
+///        (primitives/gemm/box_producer.hpp): each stage is a few TMA copies instead of 16-byte
+///        gathers (the maps, coordinates and plan are also checked on the CPU,
+///        tests/conv/test_conv_backward_weight_tma.cpp).
+///
+/// The GEMM of a group is backward_weight_operands.hpp's (M = K, N = taps × Cp, its K the output
+/// positions) with Cp = C rounded up to a 128-byte panel, and its K tiled by boxes of output
+/// positions: K tile t is box t of the grid (n, o_1, …, o_NDim) cut into boxes of exactly BK
+/// positions (weight_position_boxes), its rows in the box's order (o_last fastest). Both operands
+/// are MN-major tiles of 128-byte panels, every panel one box copy:
+///
+/// * A: dy's map (k, [g], o_NDim, …, o_1, n), box (panel, [1], shape_NDim, …, shape_1, shape_n),
+///   at (k0, [g], the box's first o, its first n).
+/// * B: x's map (c, [g], i_NDim, …, i_1, n), box (panel, [1], shape_d·s_d, …, shape_n) stepping
+///   s_d elements along i_d, at (c0, [g], first o_d·s_d + f_d·dilation_d − left_pad_d, first n)
+///   for the panel's tap f: row r of both boxes is the same output position.
+///
+/// Positions past the grid read dy as zeros (outside dy), so their products are 0 · x; the box
+/// shape is chosen so that x reads there are outside x too wherever the grid does not end on a
+/// box (see weight_position_boxes), so that a non-finite x the convolution never reads cannot
+/// make a NaN. Channels past K or C read as zeros (the g dimension keeps a box in its group).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hipgrad/core/config.hpp"
+#include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/core/strides.hpp"
+#include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
+#include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
+#include "hipgrad/ops/conv/detail/position_boxes.hpp"
+#include "hipgrad/ops/conv/problem.hpp"
+#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
+#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
+#include "hipgrad/primitives/gemm/tma.hpp"
+
+namespace hipgrad::conv::detail {
+
+/// The largest convolution stride a box steps (TMA's element strides are 1 to 8).
+inline constexpr int kMaxBoxStep = 8;
+
+/// C rounded up to whole 128-byte panels: a panel of B never straddles two taps.
+template <typename T>
+Index panel_channels(Index channels) {
+  return round_up(channels, static_cast<Index>(kTmaRowBytes / sizeof(T)));
+}
+
+/// Boxes of exactly `rows` output positions (a power of two: every row of a K tile is a product
+/// of A and B, so a box must fill it), shape[d] a power of two, x's box shape[d]·s_d at most 256,
+/// with the fewest boxes; among equals the longest last dimension. Where positions past the
+/// grid's end in dimension d would read x inside x (O_d·s_d − left_pad_d < I_d) the box must
+/// divide O_d, so that no box reaches past the grid there.
+template <int NDim>
+PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows);
+
+/// dy's map is backward-data's (dy_tensor_map); x's with the boxes' shape.
+template <int NDim>
+gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
+
+/// Why tensor maps cannot read backward-weight's x and dy (null where they can).
+template <int NDim>
+const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void* x, const void* dy, int element_bytes);
+
+/// A sub-problem's (group, split) copy coordinates, innermost dimension first.
+template <int NDim>
+struct WeightBoxCoordinates {
+  int group;                   ///< the g coordinate; -1: the maps have no g dimension
+  int first_box;               ///< the split's first box
+  int bk;                      ///< positions a box (a K tile)
+  BoxGrid<NDim> grid;          ///< the output positions' boxes
+  FastDivmod padded_channels;  ///< Cp: column = tap · Cp + c
+  FastDivmod filter[NDim];
+  int conv_stride[NDim];
+  int dilation[NDim];
+  int left_pad[NDim];
+
+  /// dy's box of the K tile at k_base for the channels from k0; returns the map's rank.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int dy_box(int k_base, int k0, int* c) const {
+    int first[NDim + 1];
+    grid.origin(first_box + k_base / bk, first);
+    int r = 0;
+    c[r++] = k0;
+    if (group >= 0) c[r++] = group;
+    HIPGRAD_UNROLL
+    for (int d = NDim - 1; d >= 0; --d) c[r++] = first[1 + d];
+    c[r++] = first[0];
+    return r;
+  }
+
+  /// x's box of the K tile at k_base for the panel of columns from `column`; returns the rank.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int x_box(int k_base, int column, int* c) const {
+    int first[NDim + 1];
+    grid.origin(first_box + k_base / bk, first);
+    std::uint32_t tap = 0, c0 = 0, rest = 0, f = 0;
+    padded_channels.divmod(static_cast<std::uint32_t>(column), &tap, &c0);
+    int shift[NDim];
+    HIPGRAD_UNROLL
+    for (int d = NDim - 1; d >= 0; --d) {
+      filter[d].divmod(tap, &rest, &f);
+      shift[d] = static_cast<int>(f) * dilation[d] - left_pad[d];
+      tap = rest;
+    }
+    int r = 0;
+    c[r++] = static_cast<int>(c0);
+    if (group >= 0) c[r++] = group;
+    HIPGRAD_UNROLL
+    for (int d = NDim - 1; d >= 0; --d) c[r++] = first[1 + d] * conv_stride[d] + shift[d];
+    c[r++] = first[0];
+    return r;
+  }
+};
+
+/// A of a boxed sub-problem: per K tile one box of dy's map per 128-byte panel of the block's
+/// rows (k), each panel_bytes apart in the stage.
+template <typename T, int NDim>
+struct DyBoxRows {
+  using Element = T;
+  static constexpr bool kKContiguous = false;
+  const void* map;  ///< dy's CUtensorMap, in device memory
+  WeightBoxCoordinates<NDim> at;
+  int panels;       ///< the block M's 128-byte panels
+  int panel_bytes;  ///< a panel's bytes in the stage
+  int m_extent;     ///< K
+  int k_extent;     ///< the split's boxes × bk
+
+  HIPGRAD_HOST_DEVICE int mn_size() const { return m_extent; }
+  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
+  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int m_base, int k_base, int p, int* c) const {
+    return at.dy_box(k_base, m_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
+  }
+
+#if defined(HIPGRAD_GEMM_TMA)
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
+    int c[gemm::TensorMapShape::kMaxRank];
+    for (int p = 0; p < panels; ++p) {
+      const int rank = coordinates(m_base, k_base, p, c);
+      gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+    }
+  }
+#endif
+};
+
+/// B of a boxed sub-problem: per K tile one box of x's map per 128-byte panel of the block's
+/// columns (t, c), each at its own tap.
+template <typename T, int NDim>
+struct XBoxPatches {
+  using Element = T;
+  static constexpr bool kKContiguous = false;
+  const void* map;  ///< x's CUtensorMap, in device memory
+  WeightBoxCoordinates<NDim> at;
+  int panels;
+  int panel_bytes;
+  int n_extent;  ///< taps × Cp
+  int k_extent;
+
+  HIPGRAD_HOST_DEVICE int mn_size() const { return n_extent; }
+  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
+  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
+    return at.x_box(k_base, n_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
+  }
+
+#if defined(HIPGRAD_GEMM_TMA)
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int n_base, int k_base, std::uint64_t* barrier) const {
+    int c[gemm::TensorMapShape::kMaxRank];
+    for (int p = 0; p < panels; ++p) {
+      const int rank = coordinates(n_base, k_base, p, c);
+      gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+    }
+  }
+#endif
+};
+
+template <typename T, int NDim>
+using WeightBoxSubProblem = gemm::SubProblem<DyBoxRows<T, NDim>, XBoxPatches<T, NDim>, DwStore<T, NDim>>;
+
+/// The box path's launch: map 0 dy's, map 1 x's, and one sub-problem per split and group
+/// (splits outermost), whose operands point at map i as maps_on_device + 128·i; with several
+/// splits split s of group g stores its fp32 sums at split_sums + (s·G + g)·K·taps·Cp.
+template <typename T, int NDim>
+struct WeightBoxPlan {
+  std::vector<gemm::TensorMapShape> maps;
+  std::vector<WeightBoxSubProblem<T, NDim>> problems;
+};
+
+/// Boxes of each split but perhaps the last.
+inline Index boxes_per_split(Index boxes, int splits) { return ceil_div(boxes, static_cast<Index>(splits)); }
+
+/// The plan for blocks of block_m × block_n with panels panel_bytes apart and K tiles of `bk`
+/// positions.
+template <typename T, int NDim>
+WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, const unsigned char* maps_on_device,
+                                       int block_m, int block_n, int bk, int panel_bytes, int splits,
+                                       float* split_sums);
+
+// ---- definitions ---------------------------------------------------------------------------
+
+template <int NDim>
+PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows) {
+  constexpr int kDims = NDim + 1;
+  const ConvParams<NDim>& p = problem.params;
+  const auto out = p.output_spatial();
+  std::array<Index, kDims> extent{};
+  std::array<bool, kDims> must_divide{};
+  std::array<int, kDims> step{};
+  extent[0] = p.N;
+  step[0] = 1;
+  for (int d = 0; d < NDim; ++d) {
+    const std::size_t e = static_cast<std::size_t>(d) + 1;
+    extent[e] = out[static_cast<std::size_t>(d)];
+    step[e] = static_cast<int>(p.strides[d]);
+    must_divide[e] = out[static_cast<std::size_t>(d)] * p.strides[d] - p.left_pads[d] < p.input[d];
+  }
+  PositionBoxes<NDim> best{};
+  Index best_tiles = -1;
+  std::array<int, kDims> shape{};
+  // Depth-first over the powers of two, the last dimension from the longest down.
+  auto visit = [&](auto&& self, int d, int room) -> void {
+    if (d < 0) {
+      if (room != 1) return;
+      PositionBoxes<NDim> b{};
+      Index tiles = 1;
+      for (int e = 0; e < kDims; ++e) {
+        b.extent[e] = extent[static_cast<std::size_t>(e)];
+        b.shape[e] = shape[static_cast<std::size_t>(e)];
+        b.boxes[e] = ceil_div(b.extent[e], static_cast<Index>(b.shape[e]));
+        tiles *= b.boxes[e];
+      }
+      if (best_tiles < 0 || tiles < best_tiles) best = b, best_tiles = tiles;
+      return;
+    }
+    const std::size_t e = static_cast<std::size_t>(d);
+    for (int s = room; s >= 1; s /= 2) {
+      if (s * step[e] > kMaxBoxExtent) continue;
+      if (must_divide[e] && extent[e] % s != 0) continue;
+      shape[e] = s;
+      self(self, d - 1, room / s);
+    }
+  };
+  visit(visit, kDims - 1, rows);
+  return best;
+}
+
+template <int NDim>
+gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
+  const ConvParams<NDim>& p = problem.params;
+  const std::vector<Index>& s = problem.input_strides;  // [G, N, C, X...]
+  gemm::TensorMapShape m;
+  m.element_bytes = element_bytes;
+  auto add = [&m, element_bytes](Index size, Index stride, int box, int step) {
+    m.size[m.rank] = size;
+    m.stride_bytes[m.rank] = stride * element_bytes;
+    m.box[m.rank] = (box < 1 ? 1 : box) * step;
+    m.element_stride[m.rank] = step;
+    ++m.rank;
+  };
+  add(p.C, s[2], kTmaRowBytes / element_bytes, 1);
+  if (p.G > 1) add(p.G, s[0], 1, 1);
+  for (int d = NDim - 1; d >= 0; --d) add(p.input[d], s[3 + d], boxes.shape[1 + d], static_cast<int>(p.strides[d]));
+  add(p.N, s[1], boxes.shape[0], 1);
+  return m;
+}
+
+template <int NDim>
+const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void* x, const void* dy,
+                                        int element_bytes) {
+  const ConvParams<NDim>& p = problem.params;
+  if (problem.output_strides[2] != 1) return "dy's channels are not contiguous (tensor maps read runs of channels)";
+  if (problem.input_strides[2] != 1) return "x's channels are not contiguous (tensor maps read runs of them)";
+  if (2 + NDim + (p.G > 1 ? 1 : 0) > gemm::TensorMapShape::kMaxRank) {
+    return "a grouped 3-D x needs six tensor-map dimensions (five at most)";
+  }
+  for (int d = 0; d < NDim; ++d) {
+    if (p.strides[d] > kMaxBoxStep) return "a convolution stride above 8 (a tensor map steps at most 8 elements)";
+  }
+  const PositionBoxes<NDim> boxes = weight_position_boxes(problem, kTmaRowBytes / element_bytes);
+  if (const char* blocker = gemm::tensor_map_blocker(dy_tensor_map(problem, element_bytes, boxes), dy)) return blocker;
+  return gemm::tensor_map_blocker(x_tensor_map(problem, element_bytes, boxes), x);
+}
+
+template <typename T, int NDim>
+WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, const unsigned char* maps_on_device,
+                                       int block_m, int block_n, int bk, int panel_bytes, int splits,
+                                       float* split_sums) {
+  constexpr int kBytes = static_cast<int>(sizeof(T));
+  constexpr int kPanel = kTmaRowBytes / kBytes;
+  const ConvParams<NDim>& p = problem.params;
+  const PositionBoxes<NDim> boxes = weight_position_boxes(problem, bk);
+  const Index cp = panel_channels<T>(p.C);
+  const WeightExtents e = weight_extents<NDim>(problem, cp);
+  WeightBoxPlan<T, NDim> plan;
+  plan.maps.push_back(dy_tensor_map(problem, kBytes, boxes));
+  plan.maps.push_back(x_tensor_map(problem, kBytes, boxes));
+  WeightBoxCoordinates<NDim> at{};
+  at.group = -1;
+  at.bk = bk;
+  at.grid = box_grid(boxes);
+  at.padded_channels = FastDivmod(static_cast<std::uint32_t>(cp));
+  for (int d = 0; d < NDim; ++d) {
+    at.filter[d] = FastDivmod(static_cast<std::uint32_t>(p.filter[d]));
+    at.conv_stride[d] = static_cast<int>(p.strides[d]);
+    at.dilation[d] = static_cast<int>(p.dilations[d]);
+    at.left_pad[d] = static_cast<int>(p.left_pads[d]);
+  }
+  const Index per_split = boxes_per_split(boxes.tiles(), splits);
+  plan.problems.reserve(static_cast<std::size_t>(splits) * static_cast<std::size_t>(p.G));
+  for (int split = 0; split < splits; ++split) {
+    const Index first = per_split * split;
+    const Index count = boxes.tiles() - first < per_split ? boxes.tiles() - first : per_split;
+    for (Index g = 0; g < p.G; ++g) {
+      WeightBoxSubProblem<T, NDim> s{};
+      s.a.map = maps_on_device;
+      s.a.at = at;
+      s.a.at.group = p.G > 1 ? static_cast<int>(g) : -1;
+      s.a.at.first_box = static_cast<int>(count > 0 ? first : 0);
+      s.a.panels = block_m / kPanel;
+      s.a.panel_bytes = panel_bytes;
+      s.a.m_extent = static_cast<int>(p.K);
+      s.a.k_extent = static_cast<int>(count > 0 ? count * bk : 0);
+      s.b.map = maps_on_device + kTensorMapBytes;
+      s.b.at = s.a.at;
+      s.b.panels = block_n / kPanel;
+      s.b.panel_bytes = panel_bytes;
+      s.b.n_extent = static_cast<int>(e.n);
+      s.b.k_extent = s.a.k_extent;
+      s.epilogue = dw_store<T, NDim>(problem, dw + g * problem.weight_strides[0], cp);
+      s.epilogue.m_size = static_cast<int>(p.K);
+      if (splits > 1) s.epilogue.split_sums = split_sums + (split * p.G + g) * e.m * e.n;
+      plan.problems.push_back(s);
+    }
+  }
+  return plan;
+}
+
+}  // namespace hipgrad::conv::detail
