@@ -128,11 +128,15 @@ TEST(ConvBackwardWeightPlan, EmulatedSubProblemsMatchTheReference3D) {
   check_random_problems<3, true>(312, 20);
 }
 
-/// The split choice: about two waves of tiles over the multiprocessors, at least eight K tiles a
-/// split, at most 64, and no more fp32 sums than 1 GiB.
+/// The split choice: whole rounds of work items over the multiprocessors against the depth of a
+/// split and the traffic of the sums, at least eight K tiles a split, at most 64, and no more fp32
+/// sums than 1 GiB.
 TEST(ConvBackwardWeightPlan, AutoSplitsFillTheGpuWithinTheirBounds) {
-  EXPECT_EQ(cd::auto_splits(1000, 1 << 20, 1 << 20, 64, 132), 1);        // tiles enough
-  EXPECT_EQ(cd::auto_splits(8, Index{1} << 24, 1 << 20, 64, 132), 33);  // ⌈264 / 8⌉
+  EXPECT_EQ(cd::auto_splits(8 * 132, 1 << 20, 1 << 20, 64, 132), 1);  // eight whole rounds already
+  EXPECT_EQ(cd::auto_splits(8, Index{1} << 24, 1 << 20, 64, 132), 33);  // two whole rounds of 132
+  // The seed problem's 10 tiles of 2592 K tiles: 13 splits, one round of 130 items (27 would
+  // take three rounds, the last of 6 items).
+  EXPECT_EQ(cd::auto_splits(10, 128 * 36 * 36, 256 * 1152, 64, 132), 13);
   EXPECT_EQ(cd::auto_splits(1, Index{1} << 24, 1 << 10, 64, 132), 64);  // at most 64
   EXPECT_EQ(cd::auto_splits(1, 64 * 8 * 3, 1 << 10, 64, 132), 3);       // eight K tiles a split
   EXPECT_EQ(cd::auto_splits(1, Index{1} << 24, Index{1} << 27, 64, 132), 1);  // 512 MiB a split

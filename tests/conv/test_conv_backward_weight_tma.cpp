@@ -155,9 +155,13 @@ void check_random_problems(unsigned seed, int count) {
   for (int trial = 0; trial < count; ++trial) {
     ConvParams<NDim> p;
     const bool gapped = trial % 2 == 1;
+    // Grouped 3-D maps fit five dimensions where g folds into the channels (packed NHWGC,
+    // channels whole panels) or N = 1.
+    const bool grouped_3d = NDim == 3 && trial % 3 == 0, folded = grouped_3d && !gapped;
     // Packed channels must keep every stride a multiple of 16 bytes: K and C multiples of 4.
-    p.G = NDim == 3 ? 1 : pick(1, 3), p.N = pick(1, 3);
-    p.K = gapped ? pick(1, 70) : 4 * pick(1, 17), p.C = gapped ? pick(1, 70) : 4 * pick(1, 17);
+    p.G = NDim == 3 ? (grouped_3d ? 2 : 1) : pick(1, 3), p.N = grouped_3d && !folded ? 1 : pick(1, 3);
+    p.K = folded ? kPanel * pick(1, 2) : gapped ? pick(1, 70) : 4 * pick(1, 17);
+    p.C = folded ? kPanel * pick(1, 2) : gapped ? pick(1, 70) : 4 * pick(1, 17);
     for (int d = 0; d < NDim; ++d) {
       p.filter[d] = pick(1, 3), p.strides[d] = pick(1, 3), p.dilations[d] = pick(1, 3);
       p.left_pads[d] = pick(0, 3), p.right_pads[d] = pick(0, 3);
@@ -165,7 +169,7 @@ void check_random_problems(unsigned seed, int count) {
       const Index reach = p.dilations[d] * (p.filter[d] - 1) + 1;
       if (p.input[d] + p.left_pads[d] + p.right_pads[d] < reach) p.right_pads[d] = reach - p.input[d] - p.left_pads[d];
     }
-    const ConvLayout layout = trial % 4 < 2 ? ConvLayout::kNHWGC : ConvLayout::kGNHWC;
+    const ConvLayout layout = folded || trial % 4 < 2 ? ConvLayout::kNHWGC : ConvLayout::kGNHWC;
     Problem<NDim> problem = Problem<NDim>::packed(p, layout);
     if (gapped) {
       const std::vector<bool> every(static_cast<std::size_t>(3 + NDim), true);
@@ -189,6 +193,7 @@ void check_random_problems(unsigned seed, int count) {
     hipgrad::test::fill_nan(expected);
     const char* blocker = cd::backward_weight_tma_blocker(problem, x.data(), dy.data(), kElementBytes);
     ASSERT_EQ(blocker, nullptr) << blocker;
+    if (folded) EXPECT_TRUE(cd::activation_map_form(problem, true, kElementBytes).fold_groups);
     ASSERT_TRUE(ref::conv_backward_weight(x, dy, expected, p).is_ok());
     std::vector<int> stores;
     planned_backward_weight<NDim>(problem, x, dy, dw, stores, block_m, block_n, splits);
@@ -201,7 +206,7 @@ void check_random_problems(unsigned seed, int count) {
 
 TEST(ConvBackwardWeightTma, BoxesThroughTheMapsMatchTheReference1D) { check_random_problems<1>(601, 40); }
 TEST(ConvBackwardWeightTma, BoxesThroughTheMapsMatchTheReference2D) { check_random_problems<2>(602, 30); }
-TEST(ConvBackwardWeightTma, BoxesThroughTheMapsMatchTheReference3D) { check_random_problems<3>(603, 12); }
+TEST(ConvBackwardWeightTma, BoxesThroughTheMapsMatchTheReference3D) { check_random_problems<3>(603, 18); }
 
 /// The boxes hold exactly the K tile's positions, tile the listed problems without waste where
 /// the powers of two allow, and never reach past the grid where x lies beyond it.
@@ -220,6 +225,14 @@ TEST(ConvBackwardWeightTma, PositionBoxes) {
   const cd::PositionBoxes<1> l = cd::weight_position_boxes(Problem<1>::packed(leftover), 64);
   EXPECT_EQ(l.rows(), 64);
   EXPECT_EQ(3 % l.shape[1], 0);
+  // CK's default problem (G4 N1 3³ filter, pad 1, 14³): a box may overhang the 14 outputs, whose
+  // reads past them land on x read anyway or outside it: 2 × 2 × 16 boxes, 49 a group.
+  ConvParams<3> ck;
+  ck.G = 4, ck.N = 1, ck.K = 128, ck.C = 256, ck.filter = {3, 3, 3}, ck.input = {14, 14, 14};
+  ck.strides = {1, 1, 1}, ck.dilations = {1, 1, 1}, ck.left_pads = {1, 1, 1}, ck.right_pads = {1, 1, 1};
+  const cd::PositionBoxes<3> c = cd::weight_position_boxes(Problem<3>::packed(ck), 64);
+  EXPECT_EQ(c.rows(), 64);
+  EXPECT_EQ(c.tiles(), 49);
   // x's box spans shape × stride input positions, at most 256.
   ConvParams<1> strided = leftover;
   strided.N = 1, strided.input = {4096}, strided.strides = {8};
@@ -254,7 +267,12 @@ TEST(ConvBackwardWeightTma, BlockerNamesWhatTheMapsCannotRead) {
   grouped3d.G = 2, grouped3d.N = 1, grouped3d.K = 8, grouped3d.C = 8, grouped3d.filter = {1, 1, 1};
   grouped3d.input = {2, 2, 2}, grouped3d.strides = {1, 1, 1}, grouped3d.dilations = {1, 1, 1};
   grouped3d.left_pads = {0, 0, 0}, grouped3d.right_pads = {0, 0, 0};
+  EXPECT_EQ(blocker(Problem<3>::packed(grouped3d, ConvLayout::kNHWGC), base), "");  // N = 1: no n dimension
+  grouped3d.N = 2;
   EXPECT_NE(blocker(Problem<3>::packed(grouped3d, ConvLayout::kNHWGC), base).find("six"), std::string::npos);
+  grouped3d.K = 64, grouped3d.C = 64;  // g folds into whole panels of channels
+  EXPECT_EQ(blocker(Problem<3>::packed(grouped3d, ConvLayout::kNHWGC), base), "");
+  EXPECT_NE(blocker(Problem<3>::packed(grouped3d, ConvLayout::kGNHWC), base).find("six"), std::string::npos);
   ConvParams<2> odd = p;
   odd.C = 3;  // x's w stride: G·C = 6 elements, 12 bytes
   EXPECT_NE(blocker(Problem<2>::packed(odd, ConvLayout::kNHWGC), base).find("16 bytes"), std::string::npos);

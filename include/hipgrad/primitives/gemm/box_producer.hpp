@@ -1,15 +1,16 @@
 /// @file box_producer.hpp
 /// @brief The warp-specialised kernel over grouped sub-problems whose operands copy their own
-///        tiles by TMA from maps of up to five dimensions (a convolution's dy and w, box by box):
-///        one producer thread per K tile announces the stage's bytes and has each operand issue
-///        its copies.
+///        tiles by TMA from maps of up to five dimensions (a convolution's operands, box by box):
+///        per K tile one producer warp announces the stage's bytes, and its lanes issue the
+///        operands' copies, one each.
 ///
 /// A box operand has Element, kKContiguous, mn_size() and k_size() as a loader has, and
 ///   const void* map;                          // its CUtensorMap, in device memory, written
 ///                                             // before the launch (the producer acquires it)
 ///   int tile_bytes() const;                   // what its copies of one tile bring
-///   void load(char* tile, int mn_base, int k_base, std::uint64_t* barrier) const;
-///                                             // device, one thread: the tile's copies
+///   int copies() const;                       // copies a tile (A's and B's together ≤ 32)
+///   void load_copy(int i, char* tile, int mn_base, int k_base, std::uint64_t* barrier) const;
+///                                             // device: copy i of the tile
 /// Copies count whole boxes whatever part lies outside the tensor (zero-filled), so the stage's
 /// barrier expects the same bytes for every K tile.
 #pragma once
@@ -44,9 +45,14 @@ struct BoxTmaProducer {
   static constexpr int kSharedBytes = 0;
   using Plan = WgmmaPlan<Cfg, OperandA, OperandB>;
 
+  /// One warp: lane i issues copy i of the stage (A's, then B's), so that the copies'
+  /// coordinates (divisions by the boxes' grid) are worked out side by side rather than one
+  /// after another by one thread. A copy may land before lane 0's arrival announces its bytes:
+  /// the barrier's phase cannot complete before that arrival.
   template <typename Ring, typename Schedule>
   HIPGRAD_DEVICE static void produce(const Ring& ring, const Schedule& schedule, int thread) {
-    if (thread != 0) return;
+    if (thread >= 32) return;
+    const int lane = thread;
     int bytes = 0;
     for_each_free_stage<Cfg>(
         ring, schedule,
@@ -56,9 +62,13 @@ struct BoxTmaProducer {
           bytes = a.tile_bytes() + b.tile_bytes();
         },
         [&](const OperandA& a, const OperandB& b, int s, int m_base, int n_base, int k) {
-          mbarrier_arrive_expect_bytes(&ring.full[s], bytes);
-          a.load(ring.stage(s), m_base, k, &ring.full[s]);
-          b.load(ring.stage(s) + Plan::TileA::kBytes, n_base, k, &ring.full[s]);
+          if (lane == 0) mbarrier_arrive_expect_bytes(&ring.full[s], bytes);
+          const int copies_a = a.copies();
+          if (lane < copies_a) {
+            a.load_copy(lane, ring.stage(s), m_base, k, &ring.full[s]);
+          } else if (lane < copies_a + b.copies()) {
+            b.load_copy(lane - copies_a, ring.stage(s) + Plan::TileA::kBytes, n_base, k, &ring.full[s]);
+          }
         });
   }
 };
@@ -98,14 +108,16 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     (void)problems, (void)count, (void)workspace, (void)bytes, (void)device, (void)stream;
     return Status::not_supported("the TMA kernel does not run this configuration in these layouts");
   } else {
-    if (!device_runs_wgmma(device.device)) return Status::not_supported("the code loaded for this device was not compiled for sm_90a");
+    if (!device_runs_wgmma(device.device))
+      return Status::not_supported("the code loaded for this device was not compiled for sm_90a");
     const int shared = tma_kernel_shared_bytes<Cfg, T>();
     if (static_cast<std::size_t>(shared) > device.shared_per_block_opt_in) {
       return Status::not_supported("the configuration needs more shared memory per block than the device allows");
     }
     HIPGRAD_RETURN_IF_ERROR(check_workspace(grouped_workspace_bytes<Problem>(count), workspace, bytes));
     std::vector<GroupedExtent> extents(static_cast<std::size_t>(count));
-    for (int g = 0; g < count; ++g) extents[static_cast<std::size_t>(g)] = {problems[g].a.mn_size(), problems[g].b.mn_size()};
+    for (int g = 0; g < count; ++g)
+      extents[static_cast<std::size_t>(g)] = {problems[g].a.mn_size(), problems[g].b.mn_size()};
     const std::vector<long long> starts = grouped_tile_starts(extents, Cfg::kBlockM, Cfg::kBlockN);
     if (starts.back() > INT_MAX) return Status::not_supported("more than 2^31 - 1 output tiles over the sub-problems");
     if (starts.back() == 0) return Status::ok();

@@ -59,15 +59,15 @@ gemm::TensorMapShape w_tensor_map(const Problem<NDim>& problem, int element_byte
 /// (the last dimension fastest).
 template <int NDim>
 struct TmaTapCoordinates {
-  int group;                 ///< the g coordinate; -1: the maps have no g dimension
-  int bk;                    ///< channels a K tile
-  FastDivmod chunks;         ///< ⌈K / bk⌉
-  FastDivmod taps[NDim];     ///< the phase's taps per dimension
-  int output_base[NDim];     ///< dy position of (i = 0, j = 0)
-  int tap_dilation[NDim];    ///< dy positions a tap moves back
-  int first_tap[NDim];       ///< filter index of j = 0
-  int tap_step[NDim];        ///< filter positions a tap moves on
-  int filter_pitch[NDim];    ///< flattened filter index per filter position
+  int group;               ///< the g coordinate; -1: the maps have no g dimension
+  int bk;                  ///< channels a K tile
+  FastDivmod chunks;       ///< ⌈K / bk⌉
+  FastDivmod taps[NDim];   ///< the phase's taps per dimension
+  int output_base[NDim];   ///< dy position of (i = 0, j = 0)
+  int tap_dilation[NDim];  ///< dy positions a tap moves back
+  int first_tap[NDim];     ///< filter index of j = 0
+  int tap_step[NDim];      ///< filter positions a tap moves on
+  int filter_pitch[NDim];  ///< flattened filter index per filter position
 
   /// The phase's taps for K tile kt; the chunk's first channel in *k0.
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void tap_of(int kt, int* j, int* k0) const {
@@ -222,6 +222,7 @@ struct DyBoxes {
   HIPGRAD_HOST_DEVICE int mn_size() const { return m_extent; }
   HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return box_rows * kTmaRowBytes; }
+  HIPGRAD_HOST_DEVICE int copies() const { return 1; }
 
   /// The box's coordinates for the tile at (m_base, k_base); returns the map's rank.
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int m_base, int k_base, int* c) const {
@@ -233,7 +234,7 @@ struct DyBoxes {
   }
 
 #if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int, char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
     int c[gemm::TensorMapShape::kMaxRank];
     const int rank = coordinates(m_base, k_base, c);
     gemm::tma_load_box(tile, static_cast<const CUtensorMap*>(map), c, rank, barrier);
@@ -257,6 +258,7 @@ struct WBoxes {
   HIPGRAD_HOST_DEVICE int mn_size() const { return c_extent; }
   HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
   /// Panel p's box coordinates for the tile at (n_base, k_base); returns the map's rank.
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
@@ -264,12 +266,11 @@ struct WBoxes {
   }
 
 #if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int n_base, int k_base, std::uint64_t* barrier) const {
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int n_base, int k_base,
+                                               std::uint64_t* barrier) const {
     int c[gemm::TensorMapShape::kMaxRank];
-    for (int p = 0; p < panels; ++p) {
-      const int rank = coordinates(n_base, k_base, p, c);
-      gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
-    }
+    const int rank = coordinates(n_base, k_base, p, c);
+    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
   }
 #endif
 };
@@ -386,7 +387,6 @@ BoxPlan<T, NDim> box_plan(const Problem<NDim>& problem, T* dx, const unsigned ch
   }
   return plan;
 }
-
 
 template <int NDim>
 const char* backward_data_tma_blocker(const Problem<NDim>& problem, const void* dy, const void* w, int element_bytes) {

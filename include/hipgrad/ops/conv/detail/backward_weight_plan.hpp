@@ -49,16 +49,33 @@ WeightExtents weight_extents(const Problem<NDim>& problem) {
 /// Positions of each split but perhaps the last: ⌈R / splits⌉.
 inline Index positions_per_split(Index positions, int splits) { return ceil_div(positions, static_cast<Index>(splits)); }
 
-/// The split count where the problem leaves it to the op (split_k = 0): enough splits that the
-/// output tiles over all splits fill `multiprocessors` about twice, each split keeping at least
-/// eight K tiles of `block_k` positions, at most 64, and the fp32 sums within 1 GiB.
+/// Bytes of split sums written and read again that cost about as much time as one K tile of a
+/// work item: the model's exchange rate between the reduction's traffic and the GEMM.
+inline constexpr double kSumBytesPerKTile = 4.0 * (1 << 20);
+
+/// The split count where the problem leaves it to the op (split_k = 0): the least modelled time,
+/// which is the rounds of work items (output tiles × splits) over the multiprocessors times the
+/// K tiles of the longest split (two more for its epilogue), plus the splits' fp32 sums written
+/// and read again (8 bytes an element a split). A count that leaves the last round nearly empty
+/// costs a whole round, so the choice fills the rounds. At most 64 splits, each of at least eight
+/// K tiles of `block_k` positions, the sums within 1 GiB; of equal times, the fewer splits.
 inline int auto_splits(Index output_tiles, Index positions, Index elements, int block_k, int multiprocessors) {
-  if (output_tiles <= 0 || positions <= 0) return 1;
-  Index splits = ceil_div(2 * static_cast<Index>(multiprocessors), output_tiles);
-  const Index by_depth = positions / (8 * static_cast<Index>(block_k));
+  if (output_tiles <= 0 || positions <= 0 || multiprocessors <= 0) return 1;
+  const Index k_tiles = ceil_div(positions, static_cast<Index>(block_k));
+  Index most = k_tiles / 8;
   const Index by_memory = (Index{1} << 30) / static_cast<Index>(sizeof(float)) / (elements + 1);  // no overflow
-  for (Index cap : {by_depth, by_memory, Index{64}}) splits = splits < cap ? splits : cap;
-  return splits > 1 ? static_cast<int>(splits) : 1;
+  for (Index cap : {by_memory, Index{64}}) most = most < cap ? most : cap;
+  const auto cost = [&](Index splits) {
+    const double rounds = static_cast<double>(ceil_div(output_tiles * splits, static_cast<Index>(multiprocessors)));
+    const double depth = static_cast<double>(ceil_div(k_tiles, splits) + 2);
+    const double sums = splits > 1 ? 8.0 * static_cast<double>(splits) * static_cast<double>(elements) : 0.0;
+    return rounds * depth + sums / kSumBytesPerKTile;
+  };
+  Index best = 1;
+  for (Index splits = 2; splits <= most; ++splits) {
+    if (cost(splits) < cost(best)) best = splits;
+  }
+  return static_cast<int>(best);
 }
 
 /// The epilogue of the whole of dw (m = g·K + k, columns tap · padded + c): the reduction's, or

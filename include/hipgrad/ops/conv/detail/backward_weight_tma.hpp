@@ -10,16 +10,21 @@
 /// positions (weight_position_boxes), its rows in the box's order (o_last fastest). Both operands
 /// are MN-major tiles of 128-byte panels, every panel one box copy:
 ///
-/// * A: dy's map (k, [g], o_NDim, …, o_1, n), box (panel, [1], shape_NDim, …, shape_1, shape_n),
-///   at (k0, [g], the box's first o, its first n).
-/// * B: x's map (c, [g], i_NDim, …, i_1, n), box (panel, [1], shape_d·s_d, …, shape_n) stepping
+/// * A: dy's map (k, [g], o_NDim, …, o_1, [n]), box (panel, [1], shape_NDim, …, shape_1,
+///   shape_n), at (k0, [g], the box's first o, its first n).
+/// * B: x's map (c, [g], i_NDim, …, i_1, [n]), box (panel, [1], shape_d·s_d, …, shape_n) stepping
 ///   s_d elements along i_d, at (c0, [g], first o_d·s_d + f_d·dilation_d − left_pad_d, first n)
 ///   for the panel's tap f: row r of both boxes is the same output position.
+///
+/// A map has a g dimension where G > 1 (box 1: a box stays inside its group, so channels past K
+/// or C read as zeros), except where the channels are whole panels and the groups' channels one
+/// run (g stride = channels): then g folds into the channel dimension (channel g·K + k); it has
+/// no n dimension where N = 1. So a grouped 3-D map fits TMA's five dimensions where either holds.
 ///
 /// Positions past the grid read dy as zeros (outside dy), so their products are 0 · x; the box
 /// shape is chosen so that x reads there are outside x too wherever the grid does not end on a
 /// box (see weight_position_boxes), so that a non-finite x the convolution never reads cannot
-/// make a NaN. Channels past K or C read as zeros (the g dimension keeps a box in its group).
+/// make a NaN.
 #pragma once
 
 #include <array>
@@ -50,13 +55,33 @@ Index panel_channels(Index channels) {
 
 /// Boxes of exactly `rows` output positions (a power of two: every row of a K tile is a product
 /// of A and B, so a box must fill it), shape[d] a power of two, x's box shape[d]·s_d at most 256,
-/// with the fewest boxes; among equals the longest last dimension. Where positions past the
-/// grid's end in dimension d would read x inside x (O_d·s_d − left_pad_d < I_d) the box must
-/// divide O_d, so that no box reaches past the grid there.
+/// with the fewest boxes; among equals the longest last dimension. A box reaching past the grid's
+/// end in dimension d (where shape_d does not divide O_d) must read x there only outside x or
+/// where the convolution reads it anyway, never an element it leaves unread; and it must not
+/// reach past N where a map has no n dimension. Where no shape meets these, rows() of the result
+/// differs from `rows`.
 template <int NDim>
 PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows);
 
-/// dy's map is backward-data's (dy_tensor_map); x's with the boxes' shape.
+/// How a map of x or dy lays out the groups and the images (see the file's comment).
+struct ActivationMapForm {
+  bool group_dimension;  ///< g is a dimension of its own (G > 1, not folded)
+  bool fold_groups;      ///< channel coordinate g·channels + k
+  bool n_dimension;      ///< N > 1
+  int channels;          ///< the map's channels a group (K or C), for the folded coordinate
+
+  HIPGRAD_HOST_DEVICE int rank(int spatial) const {
+    return 1 + (group_dimension ? 1 : 0) + spatial + (n_dimension ? 1 : 0);
+  }
+};
+
+/// The form of x's map (x = true) or dy's for panels of `element_bytes` elements.
+template <int NDim>
+ActivationMapForm activation_map_form(const Problem<NDim>& problem, bool x, int element_bytes);
+
+/// The maps of dy and x with the boxes' shape (x's stepping the convolution's strides).
+template <int NDim>
+gemm::TensorMapShape dy_box_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
 template <int NDim>
 gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
 
@@ -64,10 +89,20 @@ gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_byte
 template <int NDim>
 const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void* x, const void* dy, int element_bytes);
 
+/// A map's leading coordinates (channel, then g where it is a dimension) for group g.
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int map_channels(const ActivationMapForm& form, int group, int channel, int* c) {
+  int r = 0;
+  c[r++] = (form.fold_groups ? group * form.channels : 0) + channel;
+  if (form.group_dimension) c[r++] = group;
+  return r;
+}
+
 /// A sub-problem's (group, split) copy coordinates, innermost dimension first.
 template <int NDim>
 struct WeightBoxCoordinates {
-  int group;                   ///< the g coordinate; -1: the maps have no g dimension
+  int group;  ///< group g
+  ActivationMapForm dy_form;
+  ActivationMapForm x_form;
   int first_box;               ///< the split's first box
   int bk;                      ///< positions a box (a K tile)
   BoxGrid<NDim> grid;          ///< the output positions' boxes
@@ -81,12 +116,10 @@ struct WeightBoxCoordinates {
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int dy_box(int k_base, int k0, int* c) const {
     int first[NDim + 1];
     grid.origin(first_box + k_base / bk, first);
-    int r = 0;
-    c[r++] = k0;
-    if (group >= 0) c[r++] = group;
+    int r = map_channels(dy_form, group, k0, c);
     HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) c[r++] = first[1 + d];
-    c[r++] = first[0];
+    if (dy_form.n_dimension) c[r++] = first[0];
     return r;
   }
 
@@ -103,12 +136,10 @@ struct WeightBoxCoordinates {
       shift[d] = static_cast<int>(f) * dilation[d] - left_pad[d];
       tap = rest;
     }
-    int r = 0;
-    c[r++] = static_cast<int>(c0);
-    if (group >= 0) c[r++] = group;
+    int r = map_channels(x_form, group, static_cast<int>(c0), c);
     HIPGRAD_UNROLL
     for (int d = NDim - 1; d >= 0; --d) c[r++] = first[1 + d] * conv_stride[d] + shift[d];
-    c[r++] = first[0];
+    if (x_form.n_dimension) c[r++] = first[0];
     return r;
   }
 };
@@ -129,18 +160,18 @@ struct DyBoxRows {
   HIPGRAD_HOST_DEVICE int mn_size() const { return m_extent; }
   HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int m_base, int k_base, int p, int* c) const {
     return at.dy_box(k_base, m_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
   }
 
 #if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int m_base, int k_base,
+                                               std::uint64_t* barrier) const {
     int c[gemm::TensorMapShape::kMaxRank];
-    for (int p = 0; p < panels; ++p) {
-      const int rank = coordinates(m_base, k_base, p, c);
-      gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
-    }
+    const int rank = coordinates(m_base, k_base, p, c);
+    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
   }
 #endif
 };
@@ -161,18 +192,18 @@ struct XBoxPatches {
   HIPGRAD_HOST_DEVICE int mn_size() const { return n_extent; }
   HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
     return at.x_box(k_base, n_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
   }
 
 #if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load(char* tile, int n_base, int k_base, std::uint64_t* barrier) const {
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int n_base, int k_base,
+                                               std::uint64_t* barrier) const {
     int c[gemm::TensorMapShape::kMaxRank];
-    for (int p = 0; p < panels; ++p) {
-      const int rank = coordinates(n_base, k_base, p, c);
-      gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
-    }
+    const int rank = coordinates(n_base, k_base, p, c);
+    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
   }
 #endif
 };
@@ -207,16 +238,40 @@ PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows
   const ConvParams<NDim>& p = problem.params;
   const auto out = p.output_spatial();
   std::array<Index, kDims> extent{};
-  std::array<bool, kDims> must_divide{};
   std::array<int, kDims> step{};
   extent[0] = p.N;
   step[0] = 1;
+  // Without an n dimension in a map (N = 1), a box cannot reach past n.
+  const int element_bytes = kTmaRowBytes / rows;
+  const bool n_fixed = !activation_map_form(problem, true, element_bytes).n_dimension ||
+                       !activation_map_form(problem, false, element_bytes).n_dimension;
   for (int d = 0; d < NDim; ++d) {
     const std::size_t e = static_cast<std::size_t>(d) + 1;
     extent[e] = out[static_cast<std::size_t>(d)];
     step[e] = static_cast<int>(p.strides[d]);
-    must_divide[e] = out[static_cast<std::size_t>(d)] * p.strides[d] - p.left_pads[d] < p.input[d];
   }
+  // Whether input position i of dimension d is one the convolution reads.
+  const auto read = [&p, &out](int d, Index i) {
+    for (Index f = 0; f < p.filter[d]; ++f) {
+      const Index j = i + p.left_pads[d] - f * p.dilations[d];
+      if (j >= 0 && j % p.strides[d] == 0 && j / p.strides[d] < out[static_cast<std::size_t>(d)]) return true;
+    }
+    return false;
+  };
+  // Whether boxes of `shape` along dimension e may reach past the grid there: along n only where
+  // the maps have an n dimension, along o_d only onto x positions outside x or read anyway.
+  const auto overhang_allowed = [&](std::size_t e, int shape) {
+    if (extent[e] % shape == 0) return true;
+    if (e == 0) return !n_fixed;
+    const int d = static_cast<int>(e) - 1;
+    for (Index o = extent[e]; o < round_up(extent[e], static_cast<Index>(shape)); ++o) {
+      for (Index f = 0; f < p.filter[d]; ++f) {
+        const Index i = o * p.strides[d] + f * p.dilations[d] - p.left_pads[d];
+        if (i >= 0 && i < p.input[d] && !read(d, i)) return false;
+      }
+    }
+    return true;
+  };
   PositionBoxes<NDim> best{};
   Index best_tiles = -1;
   std::array<int, kDims> shape{};
@@ -238,7 +293,7 @@ PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows
     const std::size_t e = static_cast<std::size_t>(d);
     for (int s = room; s >= 1; s /= 2) {
       if (s * step[e] > kMaxBoxExtent) continue;
-      if (must_divide[e] && extent[e] % s != 0) continue;
+      if (!overhang_allowed(e, s)) continue;
       shape[e] = s;
       self(self, d - 1, room / s);
     }
@@ -248,9 +303,27 @@ PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows
 }
 
 template <int NDim>
-gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
+ActivationMapForm activation_map_form(const Problem<NDim>& problem, bool x, int element_bytes) {
   const ConvParams<NDim>& p = problem.params;
-  const std::vector<Index>& s = problem.input_strides;  // [G, N, C, X...]
+  const std::vector<Index>& s = x ? problem.input_strides : problem.output_strides;  // [G, N, channels, …]
+  const Index channels = x ? p.C : p.K;
+  ActivationMapForm form{};
+  form.n_dimension = false;
+  form.channels = static_cast<int>(channels);
+  form.fold_groups = p.G > 1 && channels % (kTmaRowBytes / element_bytes) == 0 && s[2] == 1 && s[0] == channels;
+  form.group_dimension = p.G > 1 && !form.fold_groups;
+  // n is dropped only where that brings a grouped 3-D map within five dimensions.
+  form.n_dimension = p.N > 1 || form.rank(NDim) + 1 <= gemm::TensorMapShape::kMaxRank;
+  return form;
+}
+
+/// A map over an activation at strides s ([G, N, channels, …]) of spatial sizes `sizes`, its box
+/// the boxes' shape stepping `steps`.
+template <int NDim>
+gemm::TensorMapShape activation_box_map(const Problem<NDim>& problem, const ActivationMapForm& form, int element_bytes,
+                                        const std::vector<Index>& s, const Index* sizes, const int* steps,
+                                        const PositionBoxes<NDim>& boxes) {
+  const ConvParams<NDim>& p = problem.params;
   gemm::TensorMapShape m;
   m.element_bytes = element_bytes;
   auto add = [&m, element_bytes](Index size, Index stride, int box, int step) {
@@ -260,11 +333,31 @@ gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_byte
     m.element_stride[m.rank] = step;
     ++m.rank;
   };
-  add(p.C, s[2], kTmaRowBytes / element_bytes, 1);
-  if (p.G > 1) add(p.G, s[0], 1, 1);
-  for (int d = NDim - 1; d >= 0; --d) add(p.input[d], s[3 + d], boxes.shape[1 + d], static_cast<int>(p.strides[d]));
-  add(p.N, s[1], boxes.shape[0], 1);
+  add((form.fold_groups ? p.G : 1) * form.channels, s[2], kTmaRowBytes / element_bytes, 1);
+  if (form.group_dimension) add(p.G, s[0], 1, 1);
+  for (int d = NDim - 1; d >= 0; --d) add(sizes[d], s[3 + d], boxes.shape[1 + d], steps[d]);
+  if (form.n_dimension) add(p.N, s[1], boxes.shape[0], 1);
   return m;
+}
+
+template <int NDim>
+gemm::TensorMapShape dy_box_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
+  const auto out = problem.params.output_spatial();
+  Index sizes[NDim];
+  int steps[NDim];
+  for (int d = 0; d < NDim; ++d) sizes[d] = out[static_cast<std::size_t>(d)], steps[d] = 1;
+  return activation_box_map(problem, activation_map_form(problem, false, element_bytes), element_bytes,
+                            problem.output_strides, sizes, steps, boxes);
+}
+
+template <int NDim>
+gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
+  const ConvParams<NDim>& p = problem.params;
+  Index sizes[NDim];
+  int steps[NDim];
+  for (int d = 0; d < NDim; ++d) sizes[d] = p.input[d], steps[d] = static_cast<int>(p.strides[d]);
+  return activation_box_map(problem, activation_map_form(problem, true, element_bytes), element_bytes,
+                            problem.input_strides, sizes, steps, boxes);
 }
 
 template <int NDim>
@@ -273,14 +366,21 @@ const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void
   const ConvParams<NDim>& p = problem.params;
   if (problem.output_strides[2] != 1) return "dy's channels are not contiguous (tensor maps read runs of channels)";
   if (problem.input_strides[2] != 1) return "x's channels are not contiguous (tensor maps read runs of them)";
-  if (2 + NDim + (p.G > 1 ? 1 : 0) > gemm::TensorMapShape::kMaxRank) {
-    return "a grouped 3-D x needs six tensor-map dimensions (five at most)";
+  for (bool x : {false, true}) {
+    if (activation_map_form(problem, x, element_bytes).rank(NDim) > gemm::TensorMapShape::kMaxRank) {
+      return "a grouped 3-D map of N > 1 whose groups' channels are not one run of whole 128-byte panels needs six "
+             "tensor-map dimensions (five at most)";
+    }
   }
   for (int d = 0; d < NDim; ++d) {
     if (p.strides[d] > kMaxBoxStep) return "a convolution stride above 8 (a tensor map steps at most 8 elements)";
   }
   const PositionBoxes<NDim> boxes = weight_position_boxes(problem, kTmaRowBytes / element_bytes);
-  if (const char* blocker = gemm::tensor_map_blocker(dy_tensor_map(problem, element_bytes, boxes), dy)) return blocker;
+  if (boxes.rows() != kTmaRowBytes / element_bytes) {
+    return "no box of exactly one K tile of output positions lies within x where it must (N = 1 without an n "
+           "dimension, and output lengths that leave x unread past them)";
+  }
+  if (const char* blocker = gemm::tensor_map_blocker(dy_box_map(problem, element_bytes, boxes), dy)) return blocker;
   return gemm::tensor_map_blocker(x_tensor_map(problem, element_bytes, boxes), x);
 }
 
@@ -295,10 +395,11 @@ WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, cons
   const Index cp = panel_channels<T>(p.C);
   const WeightExtents e = weight_extents<NDim>(problem, cp);
   WeightBoxPlan<T, NDim> plan;
-  plan.maps.push_back(dy_tensor_map(problem, kBytes, boxes));
+  plan.maps.push_back(dy_box_map(problem, kBytes, boxes));
   plan.maps.push_back(x_tensor_map(problem, kBytes, boxes));
   WeightBoxCoordinates<NDim> at{};
-  at.group = -1;
+  at.dy_form = activation_map_form(problem, false, kBytes);
+  at.x_form = activation_map_form(problem, true, kBytes);
   at.bk = bk;
   at.grid = box_grid(boxes);
   at.padded_channels = FastDivmod(static_cast<std::uint32_t>(cp));
@@ -317,7 +418,7 @@ WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, cons
       WeightBoxSubProblem<T, NDim> s{};
       s.a.map = maps_on_device;
       s.a.at = at;
-      s.a.at.group = p.G > 1 ? static_cast<int>(g) : -1;
+      s.a.at.group = static_cast<int>(g);
       s.a.at.first_box = static_cast<int>(count > 0 ? first : 0);
       s.a.panels = block_m / kPanel;
       s.a.panel_bytes = panel_bytes;
