@@ -28,7 +28,7 @@ CONV_BWD_DATA = "ConvStridePhases*:ConvBackwardDataPlan*:ConvBackwardDataTest*"
 # The box path: its plan through the maps on the CPU, and the op on the GPU.
 CONV_BWD_DATA_BOXES = "ConvBackwardDataTma*:ConvBackwardDataTest*"
 # Backward-weight: its plan on the CPU, the op on the GPU.
-CONV_BWD_WEIGHT = "ConvBackwardWeightPlan*:ConvBackwardWeightTest*:ConvBackwardWeightLarge*"
+CONV_BWD_WEIGHT = "ConvBackwardWeightPlan*:ConvBackwardWeightTma*:ConvBackwardWeightTest*:ConvBackwardWeightLarge*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -407,6 +407,35 @@ MUTATIONS = [
         file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
         old="const Index count = e.positions - first < per_split ? e.positions - first : per_split;",
         new="const Index count = e.positions - first < per_split ? e.positions - first : per_split - 1;",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
+    ),
+    # The box path (kAuto's for fp16/bf16 on sm_90a): its plan through the maps on the CPU
+    # (ConvBackwardWeightTma), the op on the GPU.
+    dict(
+        id="conv_bwd_weight_boxes_split_dropped",
+        bug="conv backward-weight, box path: the last split's sub-problems left out",
+        file="include/hipgrad/ops/conv/detail/backward_weight_tma.hpp",
+        old="for (int split = 0; split < splits; ++split) {",
+        new="for (int split = 0; split < (splits > 1 ? splits - 1 : 1); ++split) {",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
+    ),
+    dict(
+        id="conv_bwd_weight_boxes_group_dy",
+        bug="conv backward-weight, box path: every group reads group 0's dy",
+        file="include/hipgrad/ops/conv/detail/backward_weight_tma.hpp",
+        old="int r = map_channels(dy_form, group, k0, c);",
+        new="int r = map_channels(dy_form, 0, k0, c);",
+        targets=CONV,
+        filter={"test_conv": CONV_BWD_WEIGHT},
+    ),
+    dict(
+        id="conv_bwd_weight_boxes_split_last_box_skipped",
+        bug="conv backward-weight, box path: every full split stops one box of positions short",
+        file="include/hipgrad/ops/conv/detail/backward_weight_tma.hpp",
+        old="const Index count = boxes.tiles() - first < per_split ? boxes.tiles() - first : per_split;",
+        new="const Index count = boxes.tiles() - first < per_split ? boxes.tiles() - first : per_split - 1;",
         targets=CONV,
         filter={"test_conv": CONV_BWD_WEIGHT},
     ),
