@@ -149,16 +149,21 @@ TYPED_TEST(ConvBackwardWeightTest, ListedProblems3D) {
 TYPED_TEST(ConvBackwardWeightTest, SplitsAgreeAndAutoRepeatsBitwise) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
-  // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it.
+  // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it; K 24 and
+  // K 72 (on the box path, two 64-row panels of dy, the second partial).
   const ConvParams<2> p = hipgrad::test::conv_params<2>(2, 4, 24, 16, {3, 3}, {57, 61}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
-  for (Algorithm algorithm : runnable_algorithms<T, 2>(with_kind<TypeParam>(Problem<2>::packed(p)))) {
-    for (int split : {1, 2, 7, 0}) {
-      Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(p));
-      problem.split_k = split;
-      problem.algorithm = algorithm;
-      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-        check_backward_weight<T, 2>(problem, init, 300 + static_cast<std::uint64_t>(split));
-        if (::testing::Test::HasFailure()) return;
+  ConvParams<2> wide = p;
+  wide.K = 72;
+  for (const ConvParams<2>& params : {p, wide}) {
+    for (Algorithm algorithm : runnable_algorithms<T, 2>(with_kind<TypeParam>(Problem<2>::packed(params)))) {
+      for (int split : {1, 2, 7, 0}) {
+        Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(params));
+        problem.split_k = split;
+        problem.algorithm = algorithm;
+        for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+          check_backward_weight<T, 2>(problem, init, 300 + static_cast<std::uint64_t>(split));
+          if (::testing::Test::HasFailure()) return;
+        }
       }
     }
   }
