@@ -134,7 +134,7 @@ void planned_backward_data(const Problem<NDim>& problem, const Tensor<float>& dy
     ASSERT_EQ(s.a.tile_bytes(), a_map.box_bytes());
     ASSERT_EQ(s.b.tile_bytes(), s.b.panels * b_map.box_bytes());
     for (int m_base = 0; m_base < s.a.m_extent; m_base += block_m) {
-      for (int n_base = 0; n_base < s.b.c_extent; n_base += block_n) {
+      for (int n_base = 0; n_base < s.b.mn_size(); n_base += block_n) {
         std::vector<double> acc(static_cast<std::size_t>(block_m * block_n), 0.0);
         for (int k_base = 0; k_base < s.a.k_extent; k_base += bk) {
           int c[TensorMapShape::kMaxRank] = {};

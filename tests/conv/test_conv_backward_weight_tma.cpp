@@ -68,8 +68,8 @@ void planned_backward_weight(const Problem<NDim>& problem, const Tensor<float>& 
     ASSERT_EQ(a_map.box_bytes(), kPanel * cd::kTmaRowBytes);  // a box fills a panel: K tile × 128 bytes
     ASSERT_EQ(b_map.box_bytes(), kPanel * cd::kTmaRowBytes);
     k_tiles += s.a.k_extent / kPanel;
-    for (int m_base = 0; m_base < s.a.m_extent; m_base += block_m) {
-      for (int n_base = 0; n_base < s.b.n_extent; n_base += block_n) {
+    for (int m_base = 0; m_base < s.a.mn_size(); m_base += block_m) {
+      for (int n_base = 0; n_base < s.b.mn_size(); n_base += block_n) {
         std::vector<double> acc(static_cast<std::size_t>(block_m * block_n), 0.0);
         for (int k_base = 0; k_base < s.a.k_extent; k_base += kPanel) {
           for (int pa = 0; pa < s.a.panels; ++pa) {

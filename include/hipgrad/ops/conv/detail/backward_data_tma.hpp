@@ -205,6 +205,35 @@ struct BoxScatter {
   }
 };
 
+/// What every panel operand of the box producer shares (backward-data's w, backward-weight's dy
+/// and x): per K tile one box copy per 128-byte panel of the block's MN, panel_bytes apart in
+/// the stage, at the coordinates Derived::coordinates(mn_base, k_base, p, c) makes.
+template <typename Derived, typename T>
+struct PanelBoxes {
+  using Element = T;
+  static constexpr bool kKContiguous = false;
+  static constexpr int kPanelElements = kTmaRowBytes / static_cast<int>(sizeof(T));
+  const void* map;  ///< the operand's CUtensorMap, in device memory
+  int panels;       ///< the block's 128-byte panels along MN
+  int panel_bytes;  ///< a panel's bytes in the stage
+  int mn_extent;
+  int k_extent;  ///< K tiles × bk
+
+  HIPGRAD_HOST_DEVICE int mn_size() const { return mn_extent; }
+  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
+  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
+  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
+
+#if defined(HIPGRAD_GEMM_TMA)
+  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int mn_base, int k_base,
+                                               std::uint64_t* barrier) const {
+    int c[gemm::TensorMapShape::kMaxRank];
+    const int rank = static_cast<const Derived*>(this)->coordinates(mn_base, k_base, p, c);
+    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+  }
+#endif
+};
+
 /// A of a boxed sub-problem (box_producer.hpp): per K tile one box of dy's map, the M tile's
 /// box of positions at the tap's coordinates.
 template <typename T, int NDim>
@@ -243,36 +272,15 @@ struct DyBoxes {
 };
 
 /// B of a boxed sub-problem: per K tile one box of w's map per 128-byte panel of the tile's
-/// columns (c), each panel_bytes apart in the stage.
+/// columns (c; mn_extent = C).
 template <typename T, int NDim>
-struct WBoxes {
-  using Element = T;
-  static constexpr bool kKContiguous = false;
-  const void* map;  ///< w's CUtensorMap, in device memory
+struct WBoxes : PanelBoxes<WBoxes<T, NDim>, T> {
   TmaTapCoordinates<NDim> taps;
-  int panels;       ///< the block N's 128-byte panels
-  int panel_bytes;  ///< a panel's bytes in the stage
-  int c_extent;     ///< C
-  int k_extent;     ///< K tiles × bk
-
-  HIPGRAD_HOST_DEVICE int mn_size() const { return c_extent; }
-  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
-  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
-  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
   /// Panel p's box coordinates for the tile at (n_base, k_base); returns the map's rank.
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
     return taps.w_box(k_base / taps.bk, n_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
   }
-
-#if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int n_base, int k_base,
-                                               std::uint64_t* barrier) const {
-    int c[gemm::TensorMapShape::kMaxRank];
-    const int rank = coordinates(n_base, k_base, p, c);
-    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
-  }
-#endif
 };
 
 /// The boxes of a phase's positions for tiles of `rows` rows (position_boxes).
@@ -379,7 +387,7 @@ BoxPlan<T, NDim> box_plan(const Problem<NDim>& problem, T* dx, const unsigned ch
       s.b.taps = taps;
       s.b.panels = block_n / (kTmaRowBytes / kBytes);
       s.b.panel_bytes = panel_bytes;
-      s.b.c_extent = static_cast<int>(p.C);
+      s.b.mn_extent = static_cast<int>(p.C);
       s.b.k_extent = s.a.k_extent;
       s.epilogue = box_scatter<T, NDim>(problem, dx, g, phases[f], boxes[f], block_m);
       plan.problems.push_back(s);

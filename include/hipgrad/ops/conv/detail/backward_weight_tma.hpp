@@ -145,67 +145,25 @@ struct WeightBoxCoordinates {
 };
 
 /// A of a boxed sub-problem: per K tile one box of dy's map per 128-byte panel of the block's
-/// rows (k), each panel_bytes apart in the stage.
+/// rows (k; mn_extent = K; k_extent = the split's boxes × bk).
 template <typename T, int NDim>
-struct DyBoxRows {
-  using Element = T;
-  static constexpr bool kKContiguous = false;
-  const void* map;  ///< dy's CUtensorMap, in device memory
+struct DyBoxRows : PanelBoxes<DyBoxRows<T, NDim>, T> {
   WeightBoxCoordinates<NDim> at;
-  int panels;       ///< the block M's 128-byte panels
-  int panel_bytes;  ///< a panel's bytes in the stage
-  int m_extent;     ///< K
-  int k_extent;     ///< the split's boxes × bk
-
-  HIPGRAD_HOST_DEVICE int mn_size() const { return m_extent; }
-  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
-  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
-  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int m_base, int k_base, int p, int* c) const {
     return at.dy_box(k_base, m_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
   }
-
-#if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int m_base, int k_base,
-                                               std::uint64_t* barrier) const {
-    int c[gemm::TensorMapShape::kMaxRank];
-    const int rank = coordinates(m_base, k_base, p, c);
-    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
-  }
-#endif
 };
 
 /// B of a boxed sub-problem: per K tile one box of x's map per 128-byte panel of the block's
-/// columns (t, c), each at its own tap.
+/// columns (t, c; mn_extent = taps × Cp), each at its own tap.
 template <typename T, int NDim>
-struct XBoxPatches {
-  using Element = T;
-  static constexpr bool kKContiguous = false;
-  const void* map;  ///< x's CUtensorMap, in device memory
+struct XBoxPatches : PanelBoxes<XBoxPatches<T, NDim>, T> {
   WeightBoxCoordinates<NDim> at;
-  int panels;
-  int panel_bytes;
-  int n_extent;  ///< taps × Cp
-  int k_extent;
-
-  HIPGRAD_HOST_DEVICE int mn_size() const { return n_extent; }
-  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
-  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
-  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
     return at.x_box(k_base, n_base + p * (kTmaRowBytes / static_cast<int>(sizeof(T))), c);
   }
-
-#if defined(HIPGRAD_GEMM_TMA)
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int n_base, int k_base,
-                                               std::uint64_t* barrier) const {
-    int c[gemm::TensorMapShape::kMaxRank];
-    const int rank = coordinates(n_base, k_base, p, c);
-    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
-  }
-#endif
 };
 
 template <typename T, int NDim>
@@ -422,13 +380,13 @@ WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, cons
       s.a.at.first_box = static_cast<int>(count > 0 ? first : 0);
       s.a.panels = block_m / kPanel;
       s.a.panel_bytes = panel_bytes;
-      s.a.m_extent = static_cast<int>(p.K);
+      s.a.mn_extent = static_cast<int>(p.K);
       s.a.k_extent = static_cast<int>(count > 0 ? count * bk : 0);
       s.b.map = maps_on_device + kTensorMapBytes;
       s.b.at = s.a.at;
       s.b.panels = block_n / kPanel;
       s.b.panel_bytes = panel_bytes;
-      s.b.n_extent = static_cast<int>(e.n);
+      s.b.mn_extent = static_cast<int>(e.n);
       s.b.k_extent = s.a.k_extent;
       s.epilogue = dw_store<T, NDim>(problem, dw + g * problem.weight_strides[0], cp);
       s.epilogue.m_size = static_cast<int>(p.K);
