@@ -68,8 +68,8 @@ Status PlainGemmRunner<T, Cfg>::launch(const gemm::TileGemmPlan& plan, const Pla
 /// T: dy, w and dx (float, half, bfloat16). NDim: 1, 2 or 3 spatial dimensions. Cfg: the matrix
 /// paths' tiles; NarrowCfg those of problems of at most NarrowCfg::kBlockN channels per group;
 /// ThinCfg the box path's of at most ThinCfg::kBlockN.
-template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>,
-          typename NarrowCfg = gemm::NarrowConfigFor<T>, typename ThinCfg = gemm::ThinConfigFor<T>>
+template <typename T, int NDim, typename Cfg = gemm::DefaultConfigFor<T>, typename NarrowCfg = gemm::NarrowConfigFor<T>,
+          typename ThinCfg = gemm::ThinConfigFor<T>>
 class BackwardData {
   static_assert(is_storage_type_v<T>, "convolution data must be float, half or bfloat16");
 
@@ -84,9 +84,8 @@ class BackwardData {
 
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
-    if (problem.algorithm == Algorithm::kTmaBoxes) return with_box_config(problem, [&](auto cfg) {
-      return box_status<decltype(cfg)>(problem, args);
-    });
+    if (problem.algorithm == Algorithm::kTmaBoxes)
+      return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); });
     if (runs_boxes(problem, args)) return Status::ok();
     if (detail::is_plain_gemm(problem)) return plain_plan(problem, args).status;
     return with_plan(problem, args, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
@@ -152,9 +151,10 @@ class BackwardData {
 
   static Status check_arguments(const Problem& problem, const Args& args) {
     const ConvParams<NDim>& p = problem.params;
-    HIPGRAD_RETURN_IF_ERROR((detail::check_op_arguments<T, NDim>(
-        problem, {args.dy, p.output_lengths(), problem.output_strides, "dy"},
-        {args.w, p.weight_lengths(), problem.weight_strides, "w"}, {args.dx, p.input_lengths(), problem.input_strides, "dx"})));
+    HIPGRAD_RETURN_IF_ERROR(
+        (detail::check_op_arguments<T, NDim>(problem, {args.dy, p.output_lengths(), problem.output_strides, "dy"},
+                                             {args.w, p.weight_lengths(), problem.weight_strides, "w"},
+                                             {args.dx, p.input_lengths(), problem.input_strides, "dx"})));
     return check_index_space(problem);
   }
 
@@ -163,8 +163,8 @@ class BackwardData {
     constexpr Index kLimit = (Index{1} << 31) - 1;
     const Index kp = detail::padded_channels<T, true>(problem.params.K);
     if (problem.params.C > kLimit) return Status::not_supported("more than 2^31 - 1 channels per group (C)");
-    HIPGRAD_RETURN_IF_ERROR(
-        detail::check_sub_problem_count(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size())));
+    HIPGRAD_RETURN_IF_ERROR(detail::check_sub_problem_count(
+        problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size())));
     for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
       const detail::PhaseExtents e = detail::phase_extents<NDim>(problem, phase);
       if (e.m > kLimit) {
@@ -232,29 +232,20 @@ class BackwardData {
   static Status box_status(const Problem& problem, const Args& args) {
     const std::string no = "algorithm tma_boxes cannot run: ";
     // What the problem allows first, so that every backend gives these reasons.
-    if (std::is_same_v<T, float> && !problem.allow_tf32) return Status::not_supported(no + "exact fp32 has no matrix path");
+    if (std::is_same_v<T, float> && !problem.allow_tf32)
+      return Status::not_supported(no + "exact fp32 has no matrix path");
     if (const char* b = detail::backward_data_tma_blocker(problem, args.dy, args.w, sizeof(T)))
       return Status::not_supported(no + b);
-    if constexpr (TileCfg::kBlockK * sizeof(T) != detail::kTmaRowBytes ||
-                  !gemm::tma_kernel_supported<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>()) {
-      return Status::not_supported(no + "its tiles are not 128-byte rows the TMA kernel runs");
-    } else {
-#if defined(HIPGRAD_BACKEND_CUDA)
-      const DeviceInfo& device = current_device_info();
-      if (!device.known || !gemm::device_runs_wgmma(device.device))
-        return Status::not_supported(no + "the code loaded for this device was not compiled for sm_90a");
-      if (gemm::detail::tensor_map_encoder() == nullptr) return Status::not_supported(no + "the driver has no tensor maps");
-      if (static_cast<std::size_t>(gemm::tma_kernel_shared_bytes<TileCfg, T>()) > device.shared_per_block_opt_in)
-        return Status::not_supported(no + "more shared memory per block than the device allows");
-      for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
-        if (detail::box_tiles<NDim>(problem, phase, TileCfg::kBlockM).tiles() * TileCfg::kBlockM > (Index{1} << 31) - 1)
-          return Status::not_supported(no + "a phase's boxed rows exceed 2^31 - 1");
-      }
-      return Status::ok();
-#else
-      return Status::not_supported(no + "TMA exists in CUDA builds only");
-#endif
+    for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
+      if (detail::box_tiles<NDim>(problem, phase, TileCfg::kBlockM).tiles() * TileCfg::kBlockM > (Index{1} << 31) - 1)
+        return Status::not_supported(no + "a phase's boxed rows exceed 2^31 - 1");
     }
+    if (TileCfg::kBlockK * sizeof(T) != detail::kTmaRowBytes) {
+      return Status::not_supported(no + "its tiles are not 128-byte rows the TMA kernel runs");
+    }
+    if (const char* b = gemm::box_kernel_blocker<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>())
+      return Status::not_supported(no + b);
+    return Status::ok();
   }
 
   template <typename TileCfg>
@@ -273,7 +264,7 @@ class BackwardData {
 
 template <typename T, int NDim, typename Cfg, typename NarrowCfg, typename ThinCfg>
 Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& problem, const Args& args, void* workspace,
-                                       std::size_t workspace_bytes, hipStream_t stream) {
+                                                           std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
   if (runs_boxes(problem, args)) {
@@ -298,16 +289,18 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& proble
 
 template <typename T, int NDim, typename Cfg, typename NarrowCfg, typename ThinCfg>
 template <typename TileCfg>
-Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& problem, const Args& args, void* workspace,
-                                                       std::size_t bytes, hipStream_t stream) {
+Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& problem, const Args& args,
+                                                                 void* workspace, std::size_t bytes,
+                                                                 hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
   if constexpr (TileCfg::kBlockK * sizeof(T) == detail::kTmaRowBytes) {
     using Plan = gemm::WgmmaPlan<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>;
-    const int count = static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
+    const int count =
+        static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
     const std::size_t table = gemm::grouped_workspace_bytes<BoxSubProblem>(count);
     auto* maps_on_device = static_cast<unsigned char*>(workspace) + round_up(table, kTensorMapBytes);
     const detail::BoxPlan<T, NDim> plan = detail::box_plan<T, NDim>(problem, args.dx, maps_on_device, TileCfg::kBlockM,
-                                                                     TileCfg::kBlockN, Plan::TileB::Layout::kPanelBytes);
+                                                                    TileCfg::kBlockN, Plan::TileB::Layout::kPanelBytes);
     static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
     std::vector<CUtensorMap> maps(plan.maps.size());
     for (std::size_t i = 0; i < maps.size(); ++i) {

@@ -60,11 +60,11 @@ class BackwardWeight {
 
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
-    if (problem.algorithm == Algorithm::kTmaBoxes) return box_status(problem, args);
-    if (runs_boxes(problem, args)) return Status::ok();
-    return with_plan(problem, args, nullptr, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) {
-      return plan.status;
-    });
+    bool boxes = false;
+    HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
+    if (boxes) return Status::ok();
+    return with_plan(problem, args, nullptr,
+                     [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
   }
 
   /// The launch's table of sub-problems (one per group and split), and with several splits their
@@ -100,8 +100,8 @@ class BackwardWeight {
     }
     return with_plan(problem, args, nullptr, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
       using Launcher = decltype(launcher);
-      return op + (channels_contiguous(problem) ? "_vectors_" : "_elements_") + Launcher::kernel_name(plan) +
-             "_split" + std::to_string(splits_of(problem));
+      return op + (channels_contiguous(problem) ? "_vectors_" : "_elements_") + Launcher::kernel_name(plan) + "_split" +
+             std::to_string(splits_of(problem));
     });
   }
 
@@ -141,8 +141,9 @@ class BackwardWeight {
   /// The table, then (several splits) the splits' sums, 256-byte aligned.
   template <bool kVectors>
   static std::size_t split_sums_offset(const Problem& problem) {
-    return round_up(LauncherOf<kVectors>::workspace_bytes(static_cast<int>(problem.params.G * splits_for<kVectors>(problem))),
-                    std::size_t{256});
+    return round_up(
+        LauncherOf<kVectors>::workspace_bytes(static_cast<int>(problem.params.G * splits_for<kVectors>(problem))),
+        std::size_t{256});
   }
   template <bool kVectors>
   static std::size_t workspace_of(const Problem& problem) {
@@ -157,10 +158,10 @@ class BackwardWeight {
 
   static Status check_arguments(const Problem& problem, const Args& args) {
     const ConvParams<NDim>& p = problem.params;
-    HIPGRAD_RETURN_IF_ERROR((detail::check_op_arguments<T, NDim>(
-        problem, {args.x, p.input_lengths(), problem.input_strides, "x"},
-        {args.dy, p.output_lengths(), problem.output_strides, "dy"},
-        {args.dw, p.weight_lengths(), problem.weight_strides, "dw"})));
+    HIPGRAD_RETURN_IF_ERROR(
+        (detail::check_op_arguments<T, NDim>(problem, {args.x, p.input_lengths(), problem.input_strides, "x"},
+                                             {args.dy, p.output_lengths(), problem.output_strides, "dy"},
+                                             {args.dw, p.weight_lengths(), problem.weight_strides, "dw"})));
     return check_index_space(problem);
   }
 
@@ -182,12 +183,9 @@ class BackwardWeight {
       return Status::not_supported("split_k " + std::to_string(problem.split_k) + " is more than " +
                                    std::to_string(kMaxSplits));
     }
-    const int splits = splits_of(problem);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_sub_problem_count(problem.params.G * splits));
-    if (splits > 1 && problem.params.G * e.m * e.n > (Index{1} << 60) / splits) {
-      return Status::not_supported("the splits' fp32 sums would take more than 2^62 bytes");
-    }
-    return Status::ok();
+    // The gather paths' splits (the box path checks its own in box_status).
+    const int splits = channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
+    return detail::check_split_sums(problem.params.G, splits, e.m * e.n);
   }
 
   /// Calls visit(Launcher{}, sub_problems, plan) with the launcher of the problem's operand reads,
@@ -218,8 +216,8 @@ class BackwardWeight {
   using BoxB = detail::XBoxPatches<T, NDim>;
   using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
   static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
-  static constexpr bool kBoxTiles = Cfg::kBlockK == kBoxRows && Cfg::kBlockM % kBoxRows == 0 &&
-                                    Cfg::kBlockN % kBoxRows == 0;
+  static constexpr bool kBoxTiles =
+      Cfg::kBlockK == kBoxRows && Cfg::kBlockM % kBoxRows == 0 && Cfg::kBlockN % kBoxRows == 0;
 
   /// The box path's GEMM: C padded to a panel, positions counted in whole boxes.
   static detail::WeightExtents box_extents(const Problem& problem) {
@@ -259,8 +257,19 @@ class BackwardWeight {
 
   /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
   static bool runs_boxes(const Problem& problem, const Args& args) {
-    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
-    return may_run_boxes(problem) && box_status(problem, args).is_ok();
+    bool boxes = false;
+    return box_choice(problem, args, &boxes).is_ok() && boxes;
+  }
+
+  /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
+  /// (the reason) where it is forced and cannot run.
+  static Status box_choice(const Problem& problem, const Args& args, bool* boxes) {
+    *boxes = false;
+    if (!may_run_boxes(problem)) return Status::ok();
+    const Status status = box_status(problem, args);
+    if (problem.algorithm == Algorithm::kTmaBoxes) HIPGRAD_RETURN_IF_ERROR(status);
+    *boxes = status.is_ok();
+    return Status::ok();
   }
 
   /// ok where the box path runs `problem` here.
@@ -276,26 +285,11 @@ class BackwardWeight {
     constexpr Index kLimit = (Index{1} << 31) - 1;
     if (e.positions > kLimit) return Status::not_supported(no + "the boxes' positions exceed 2^31 - 1");
     if (e.n > kLimit) return Status::not_supported(no + "filter taps times C (padded) exceed 2^31 - 1");
-    const int splits = box_splits(problem);
-    HIPGRAD_RETURN_IF_ERROR(detail::check_sub_problem_count(problem.params.G * splits));
-    if (splits > 1 && problem.params.G * e.m * e.n > (Index{1} << 60) / splits) {
-      return Status::not_supported(no + "the splits' fp32 sums would take more than 2^62 bytes");
-    }
-    if constexpr (!kBoxTiles || !gemm::tma_kernel_supported<Cfg, BoxA, BoxB>()) {
-      return Status::not_supported(no + "its tiles are not 128-byte panels the TMA kernel runs");
-    } else {
-#if defined(HIPGRAD_BACKEND_CUDA)
-      const DeviceInfo& device = current_device_info();
-      if (!device.known || !gemm::device_runs_wgmma(device.device))
-        return Status::not_supported(no + "the code loaded for this device was not compiled for sm_90a");
-      if (gemm::detail::tensor_map_encoder() == nullptr) return Status::not_supported(no + "the driver has no tensor maps");
-      if (static_cast<std::size_t>(gemm::tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in)
-        return Status::not_supported(no + "more shared memory per block than the device allows");
-      return Status::ok();
-#else
-      return Status::not_supported(no + "TMA exists in CUDA builds only");
-#endif
-    }
+    const Status splits = detail::check_split_sums(problem.params.G, box_splits(problem), e.m * e.n);
+    if (!splits.is_ok()) return Status::not_supported(no + splits.message());
+    if (!kBoxTiles) return Status::not_supported(no + "its tiles are not 128-byte panels");
+    if (const char* b = gemm::box_kernel_blocker<Cfg, BoxA, BoxB>()) return Status::not_supported(no + b);
+    return Status::ok();
   }
 
   static Status run_boxes(const Problem& problem, const Args& args, void* workspace, hipStream_t stream);
@@ -306,10 +300,9 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
                                          std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
-  if (runs_boxes(problem, args)) {
-    HIPGRAD_RETURN_IF_ERROR(box_status(problem, args));
-    return run_boxes(problem, args, workspace, stream);
-  }
+  bool boxes = false;
+  HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
+  if (boxes) return run_boxes(problem, args, workspace, stream);
   return channels_contiguous(problem) ? run_splits<true>(problem, args, workspace, workspace_bytes, stream)
                                       : run_splits<false>(problem, args, workspace, workspace_bytes, stream);
 }
@@ -319,9 +312,10 @@ template <bool kVectors>
 Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Args& args, void* workspace,
                                                 std::size_t workspace_bytes, hipStream_t stream) {
   const int splits = splits_for<kVectors>(problem);
-  float* split_sums = splits > 1 ? reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
-                                                            split_sums_offset<kVectors>(problem))
-                                 : nullptr;
+  float* split_sums =
+      splits > 1
+          ? reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + split_sums_offset<kVectors>(problem))
+          : nullptr;
   using Launcher = LauncherOf<kVectors>;
   const auto problems =
       detail::backward_weight_sub_problems<T, NDim, kVectors>(problem, args.x, args.dy, args.dw, splits, split_sums);
@@ -331,7 +325,8 @@ Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Ar
   HIPGRAD_RETURN_IF_ERROR(
       Launcher::launch(plan, problems.data(), static_cast<int>(problems.size()), workspace, workspace_bytes, stream));
   if (splits == 1) return Status::ok();
-  return gemm::launch_split_k_reduction(split_sums, splits, detail::dw_store<T, NDim, kVectors>(problem, args.dw), stream);
+  return gemm::launch_split_k_reduction(split_sums, splits, detail::dw_store<T, NDim, kVectors>(problem, args.dw),
+                                        stream);
 }
 
 template <typename T, int NDim, typename Cfg>
@@ -353,8 +348,9 @@ Status BackwardWeight<T, NDim, Cfg>::run_boxes(const Problem& problem, const Arg
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
     HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(base + l.maps, maps, sizeof(maps), hipMemcpyHostToDevice, stream));
-    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<Cfg>(plan.problems.data(), static_cast<int>(plan.problems.size()),
-                                                               workspace, l.table, current_device_info(), stream));
+    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<Cfg>(plan.problems.data(),
+                                                               static_cast<int>(plan.problems.size()), workspace,
+                                                               l.table, current_device_info(), stream));
     if (splits == 1) return Status::ok();
     return gemm::launch_split_k_reduction(
         sums, splits, detail::dw_store<T, NDim>(problem, args.dw, detail::panel_channels<T>(problem.params.C)), stream);

@@ -77,6 +77,30 @@ struct BoxTmaProducer {
 
 }  // namespace detail
 
+/// Why grouped_box_tile_gemm cannot run Config Cfg on operands A and B on the current device
+/// (null where it can): a configuration the TMA kernel runs, a CUDA build whose code for this
+/// device is sm_90a, a driver with tensor maps, and the shared memory the device allows.
+template <typename Cfg, typename OperandA, typename OperandB>
+const char* box_kernel_blocker() {
+  if constexpr (!tma_kernel_supported<Cfg, OperandA, OperandB>()) {
+    return "its tiles are not ones the TMA kernel runs";
+  } else {
+#if defined(HIPGRAD_BACKEND_CUDA)
+    using T = typename OperandA::Element;
+    const DeviceInfo& device = current_device_info();
+    if (!device.known || !device_runs_wgmma(device.device))
+      return "the code loaded for this device was not compiled for sm_90a";
+    if (detail::tensor_map_encoder() == nullptr) return "the driver has no tensor maps";
+    if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
+      return "more shared memory per block than the device allows";
+    }
+    return nullptr;
+#else
+    return "TMA exists in CUDA builds only";
+#endif
+  }
+}
+
 #if defined(HIPGRAD_BACKEND_CUDA)
 
 /// The warp-specialised kernel over grouped sub-problems of box operands: the persistent grid,

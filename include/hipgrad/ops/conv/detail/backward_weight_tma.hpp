@@ -67,7 +67,7 @@ PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows
 struct ActivationMapForm {
   bool group_dimension;  ///< g is a dimension of its own (G > 1, not folded)
   bool fold_groups;      ///< channel coordinate g·channels + k
-  bool n_dimension;      ///< N > 1
+  bool n_dimension;      ///< n is a dimension (dropped only where N = 1 and a grouped 3-D map needs it)
   int channels;          ///< the map's channels a group (K or C), for the folded coordinate
 
   HIPGRAD_HOST_DEVICE int rank(int spatial) const {
@@ -83,7 +83,7 @@ ActivationMapForm activation_map_form(const Problem<NDim>& problem, bool x, int 
 template <int NDim>
 gemm::TensorMapShape dy_box_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
 template <int NDim>
-gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
+gemm::TensorMapShape x_box_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes);
 
 /// Why tensor maps cannot read backward-weight's x and dy (null where they can).
 template <int NDim>
@@ -230,13 +230,23 @@ PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows
     }
     return true;
   };
+  // The shapes 2^k each dimension allows, worked out once, not at every node of the search.
+  int rows_log2 = 0;
+  while (rows_log2 < 30 && (2 << rows_log2) <= rows) ++rows_log2;
+  std::array<std::array<bool, 31>, kDims> allowed{};
+  for (std::size_t e = 0; e < static_cast<std::size_t>(kDims); ++e) {
+    for (int k = 0; k <= rows_log2; ++k) {
+      allowed[e][static_cast<std::size_t>(k)] = (1 << k) * step[e] <= kMaxBoxExtent && overhang_allowed(e, 1 << k);
+    }
+  }
   PositionBoxes<NDim> best{};
   Index best_tiles = -1;
   std::array<int, kDims> shape{};
-  // Depth-first over the powers of two, the last dimension from the longest down.
+  // Depth-first over the powers of two (room: the exponent left), the last dimension from the
+  // longest down; a shape whose product falls short of rows is none.
   auto visit = [&](auto&& self, int d, int room) -> void {
     if (d < 0) {
-      if (room != 1) return;
+      if (room != 0 || (1 << rows_log2) != rows) return;
       PositionBoxes<NDim> b{};
       Index tiles = 1;
       for (int e = 0; e < kDims; ++e) {
@@ -249,14 +259,13 @@ PositionBoxes<NDim> weight_position_boxes(const Problem<NDim>& problem, int rows
       return;
     }
     const std::size_t e = static_cast<std::size_t>(d);
-    for (int s = room; s >= 1; s /= 2) {
-      if (s * step[e] > kMaxBoxExtent) continue;
-      if (!overhang_allowed(e, s)) continue;
-      shape[e] = s;
-      self(self, d - 1, room / s);
+    for (int k = room; k >= 0; --k) {
+      if (!allowed[e][static_cast<std::size_t>(k)]) continue;
+      shape[e] = 1 << k;
+      self(self, d - 1, room - k);
     }
   };
-  visit(visit, kDims - 1, rows);
+  visit(visit, kDims - 1, rows_log2);
   return best;
 }
 
@@ -309,7 +318,7 @@ gemm::TensorMapShape dy_box_map(const Problem<NDim>& problem, int element_bytes,
 }
 
 template <int NDim>
-gemm::TensorMapShape x_tensor_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
+gemm::TensorMapShape x_box_map(const Problem<NDim>& problem, int element_bytes, const PositionBoxes<NDim>& boxes) {
   const ConvParams<NDim>& p = problem.params;
   Index sizes[NDim];
   int steps[NDim];
@@ -339,7 +348,7 @@ const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void
            "dimension, and output lengths that leave x unread past them)";
   }
   if (const char* blocker = gemm::tensor_map_blocker(dy_box_map(problem, element_bytes, boxes), dy)) return blocker;
-  return gemm::tensor_map_blocker(x_tensor_map(problem, element_bytes, boxes), x);
+  return gemm::tensor_map_blocker(x_box_map(problem, element_bytes, boxes), x);
 }
 
 template <typename T, int NDim>
@@ -354,7 +363,7 @@ WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, cons
   const WeightExtents e = weight_extents<NDim>(problem, cp);
   WeightBoxPlan<T, NDim> plan;
   plan.maps.push_back(dy_box_map(problem, kBytes, boxes));
-  plan.maps.push_back(x_tensor_map(problem, kBytes, boxes));
+  plan.maps.push_back(x_box_map(problem, kBytes, boxes));
   WeightBoxCoordinates<NDim> at{};
   at.dy_form = activation_map_form(problem, false, kBytes);
   at.x_form = activation_map_form(problem, true, kBytes);

@@ -62,7 +62,18 @@ Status check_op_arguments(const Problem<NDim>& problem, const ArgumentTensor& fi
 inline Status check_sub_problem_count(Index count) {
   constexpr Index kLimit = Index{1} << 24;
   if (count > kLimit) {
-    return Status::not_supported(std::to_string(count) + " sub-problems (groups times phases or splits), more than 2^24");
+    return Status::not_supported(std::to_string(count) +
+                                 " sub-problems (groups times phases or splits), more than 2^24");
+  }
+  return Status::ok();
+}
+
+/// not_supported where `groups` × `splits` sub-problems exceed check_sub_problem_count's limit or
+/// the splits' fp32 sums (splits × groups × `elements` each) would pass 2^62 bytes.
+inline Status check_split_sums(Index groups, int splits, Index elements) {
+  HIPGRAD_RETURN_IF_ERROR(check_sub_problem_count(groups * splits));
+  if (splits > 1 && groups * elements > (Index{1} << 60) / splits) {
+    return Status::not_supported("the splits' fp32 sums would take more than 2^62 bytes");
   }
   return Status::ok();
 }
