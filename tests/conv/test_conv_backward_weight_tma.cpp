@@ -239,7 +239,7 @@ TEST(ConvBackwardWeightTma, PositionBoxes) {
   const cd::PositionBoxes<1> s = cd::weight_position_boxes(Problem<1>::packed(strided), 64);
   EXPECT_EQ(s.rows(), 64);
   EXPECT_LE(s.shape[1] * 8, 256);
-  const TensorMapShape x = cd::x_tensor_map(Problem<1>::packed(strided), 2, s);
+  const TensorMapShape x = cd::x_box_map(Problem<1>::packed(strided), 2, s);
   EXPECT_EQ(x.element_stride[1], 8);
   EXPECT_EQ(x.box_elements(1), s.shape[1]);
   EXPECT_EQ(x.box_bytes(), 64 * 128);
