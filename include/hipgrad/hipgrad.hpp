@@ -32,6 +32,7 @@
 #include "hipgrad/primitives/gemm/launcher.hpp"
 #include "hipgrad/primitives/gemm/mma_atom.hpp"
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/primitives/gemm/panel_transpose.hpp"
 #include "hipgrad/primitives/gemm/pipeline.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
 #include "hipgrad/primitives/gemm/tensor_map_shape.hpp"

@@ -149,12 +149,14 @@ TYPED_TEST(ConvBackwardWeightTest, ListedProblems3D) {
 TYPED_TEST(ConvBackwardWeightTest, SplitsAgreeAndAutoRepeatsBitwise) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
-  // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it; K 24 and
-  // K 72 (on the box path, two 64-row panels of dy, the second partial).
+  // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it; K 24, K 72
+  // (on the box path, two 64-row panels of dy, the second partial) and K 136 (TF32's box path
+  // takes 256-row blocks above K 128, 128-row ones up to it).
   const ConvParams<2> p = hipgrad::test::conv_params<2>(2, 4, 24, 16, {3, 3}, {57, 61}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
-  ConvParams<2> wide = p;
+  ConvParams<2> wide = p, wider = p;
   wide.K = 72;
-  for (const ConvParams<2>& params : {p, wide}) {
+  wider.K = 136;
+  for (const ConvParams<2>& params : {p, wide, wider}) {
     for (Algorithm algorithm : runnable_algorithms<T, 2>(with_kind<TypeParam>(Problem<2>::packed(params)))) {
       for (int split : {1, 2, 7, 0}) {
         Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(params));

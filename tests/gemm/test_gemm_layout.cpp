@@ -7,7 +7,8 @@
 ///        the accumulator maps cover their atoms once and put documented (lane, register) pairs
 ///        where the hardware does (PTX mma.m16n8k16/k8 and wgmma, AMD's matrix instruction
 ///        calculator for the MFMA 32x32 instructions), the grouped block order visits every
-///        tile once, the gather producer's threads copy every chunk of a tile once, and the
+///        tile once, the gather producer's threads copy every chunk of a tile once, the box
+///        producer's in-place transpose turns an MN-major fp32 tile into the K-major one, and the
 ///        operand loaders' split states (mn_state, k_state, advance_k) address what vector(mn, k)
 ///        does, with 64-bit offsets.
 
@@ -23,6 +24,7 @@
 #include "hipgrad/primitives/gemm/gather_mainloop.hpp"
 #include "hipgrad/primitives/gemm/mma_atom.hpp"
 #include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/primitives/gemm/panel_transpose.hpp"
 #include "hipgrad/primitives/gemm/smem_layout.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
 #include "hipgrad/primitives/gemm/wgmma_atom.hpp"
@@ -348,6 +350,39 @@ void expect_gather_splits_of_default_config() {
 TEST(GemmLayout, GatherProducerCopiesEveryChunkOnce) {
   expect_gather_splits_of_default_config<hipgrad::half>();
   expect_gather_splits_of_default_config<float>();
+}
+
+/// The box producer's transpose (panel_transpose.hpp): the tasks of every 32-MN panel, in any
+/// order, turn the MN-major fp32 tile of BK = 32 into the K-major tile of the same elements;
+/// each task writes only its two blocks, and `convert` sees every element once.
+TEST(GemmLayout, PanelTransposeTurnsMnMajorTilesKMajor) {
+  using Landed = hg::OperandTile<float, 128, 32, false>;
+  using Read = hg::OperandTile<float, 128, 32, true>;
+  static_assert(Landed::kBytes == Read::kBytes && hg::TransposedPanel::kBytes * 4 == Read::kBytes, "4 panels");
+  const std::vector<unsigned char> expected = coded_tile<Read>();
+  for (bool reversed : {false, true}) {
+    std::vector<unsigned char> tile = coded_tile<Landed>();
+    int converted = 0;
+    std::set<int> written;
+    for (int i = 0; i < 4 * hg::kPanelTransposeTasks; ++i) {
+      const int task = reversed ? 4 * hg::kPanelTransposeTasks - 1 - i : i;
+      const std::vector<unsigned char> before = tile;
+      hg::transpose_panel_task(
+          reinterpret_cast<char*>(tile.data()) + task / hg::kPanelTransposeTasks * hg::TransposedPanel::kBytes,
+          task % hg::kPanelTransposeTasks, [&](std::uint32_t bits) {
+            ++converted;
+            return bits;
+          });
+      for (int b = 0; b < Read::kBytes; b += 4) {
+        if (std::memcmp(before.data() + b, tile.data() + b, 4) != 0) EXPECT_TRUE(written.insert(b).second) << b;
+      }
+    }
+    EXPECT_EQ(converted, 128 * 32);
+    EXPECT_EQ(tile, expected) << (reversed ? "tasks in reverse" : "tasks in order");
+  }
+  const hg::PanelBlockPair last = hg::panel_block_pair(hg::kPanelTransposeTasks - 1);
+  EXPECT_EQ(last.row, 7);
+  EXPECT_EQ(last.column, 7);
 }
 
 /// vector(mn_state(mn), k_state(k), length) is vector(mn, k, length) everywhere, edges and

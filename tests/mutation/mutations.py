@@ -439,6 +439,17 @@ MUTATIONS = [
         targets=CONV,
         filter={"test_conv": CONV_BWD_WEIGHT},
     ),
+    # TF32's box path turns x's landed panels K-major in place; the diagonal 4 × 4 blocks of
+    # every panel are a task of their own: the CPU layout test and the TF32 weight tests.
+    dict(
+        id="conv_bwd_weight_tf32_transpose_skips_diagonal",
+        bug="TF32 box path: the in-place panel transpose leaves the diagonal blocks MN-major",
+        file="include/hipgrad/primitives/gemm/panel_transpose.hpp",
+        old="if (b.row == b.column) return detail::store_block_transposed(panel, b.row, b.row, upper, convert);",
+        new="if (b.row == b.column) return;",
+        targets=GEMM + CONV,
+        filter={"test_gemm": "GemmLayout.PanelTranspose*", "test_conv": CONV_BWD_WEIGHT},
+    ),
     # Grouped launches run each sub-problem's K tiles from sub_problem_work (the gather, matrix and
     # SIMT kernels): the GPU tests only (the CPU loop has no tiles).
     dict(

@@ -18,8 +18,9 @@
 /// the tile GEMM. With one split the GEMM stores dw; with several each split stores its fp32
 /// sums in the workspace and a reduction adds them in split order and converts once: no atomics,
 /// no caller zeroing, the same bits on every run. Where x's and dy's channels are contiguous,
-/// operand vectors run along them (16 bytes on the matrix paths), and on sm_90a fp16/bf16 take
-/// the box path (x and dy copied by TMA boxes of output positions, detail/backward_weight_tma.hpp);
+/// operand vectors run along them (16 bytes on the matrix paths), and on sm_90a fp16/bf16 and
+/// TF32 take the box path (x and dy copied by TMA boxes of output positions,
+/// detail/backward_weight_tma.hpp);
 /// elsewhere elements are read one at a time on the SIMT path.
 #pragma once
 
@@ -95,8 +96,10 @@ class BackwardWeight {
       gemm::TileGemmPlan plan;
       plan.path = gemm::Path::kTma;
       plan.wgmma = true;
-      return op + "_boxes_grouped_" + gemm::tile_gemm_kernel_name<Cfg>(plan) + "_split" +
-             std::to_string(box_splits(problem));
+      return with_box_config(problem, [&](auto config) {
+        return op + "_boxes_grouped_" + gemm::tile_gemm_kernel_name<decltype(config)>(plan) + "_split" +
+               std::to_string(box_splits(problem));
+      });
     }
     return with_plan(problem, args, nullptr, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
       using Launcher = decltype(launcher);
@@ -128,14 +131,16 @@ class BackwardWeight {
     return splits_over(problem, detail::weight_extents<T, NDim, kVectors>(problem));
   }
 
-  /// problem.split_k, or auto_splits over the GEMM of extents e (its positions: e.positions).
+  /// problem.split_k, or auto_splits over the GEMM of extents e (its positions: e.positions) in
+  /// blocks of C.
+  template <typename C = Cfg>
   static int splits_over(const Problem& problem, const detail::WeightExtents& e) {
     if (problem.split_k > 0) return problem.split_k;
-    const Index tiles = problem.params.G * ceil_div(e.m, static_cast<Index>(Cfg::kBlockM)) *
-                        ceil_div(e.n, static_cast<Index>(Cfg::kBlockN));
+    const Index tiles = problem.params.G * ceil_div(e.m, static_cast<Index>(C::kBlockM)) *
+                        ceil_div(e.n, static_cast<Index>(C::kBlockN));
     const DeviceInfo& device = current_device_info();
     const int multiprocessors = device.known ? device.multiprocessors : 1;
-    return detail::auto_splits(tiles, e.positions, problem.params.G * e.m * e.n, Cfg::kBlockK, multiprocessors);
+    return detail::auto_splits(tiles, e.positions, problem.params.G * e.m * e.n, C::kBlockK, multiprocessors);
   }
 
   /// The table, then (several splits) the splits' sums, 256-byte aligned.
@@ -216,8 +221,34 @@ class BackwardWeight {
   using BoxB = detail::XBoxPatches<T, NDim>;
   using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
   static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
-  static constexpr bool kBoxTiles =
-      Cfg::kBlockK == kBoxRows && Cfg::kBlockM % kBoxRows == 0 && Cfg::kBlockN % kBoxRows == 0;
+  template <typename C>
+  static constexpr bool kBoxTilesOf = C::kBlockK == kBoxRows&& C::kBlockM % kBoxRows == 0 && C::kBlockN % kBoxRows == 0;
+  static constexpr bool kBoxTiles = kBoxTilesOf<Cfg>;
+
+  /// TF32 blocks for a K (dy's channels, the GEMM's M) of at most half of Cfg's block M: half as
+  /// tall and twice as wide, so that fewer of each block's rows are idle (fp16/bf16 blocks are
+  /// 128 × 256 already).
+  using ShortBoxCfg = gemm::Config<Cfg::kBlockM / 2, Cfg::kBlockN * 2, Cfg::kBlockK,
+                                   (Cfg::kWarpsM > 1 ? Cfg::kWarpsM / 2 : 1), Cfg::kWarpsN * 2, Cfg::kStages>;
+  static constexpr bool short_boxes_available() {
+    if constexpr (sizeof(T) != 4 || Cfg::kWarpsM < 2) {
+      return false;
+    } else {
+      return kBoxTilesOf<ShortBoxCfg> && gemm::tma_kernel_supported<ShortBoxCfg, BoxA, BoxB>();
+    }
+  }
+  static bool short_boxes(const Problem& problem) {
+    return short_boxes_available() && problem.params.K <= ShortBoxCfg::kBlockM;
+  }
+
+  /// visit(BoxCfg{}) with the box path's configuration for `problem`.
+  template <typename Visit>
+  static auto with_box_config(const Problem& problem, Visit&& visit) {
+    if constexpr (short_boxes_available()) {
+      if (short_boxes(problem)) return visit(ShortBoxCfg{});
+    }
+    return visit(Cfg{});
+  }
 
   /// The box path's GEMM: C padded to a panel, positions counted in whole boxes.
   static detail::WeightExtents box_extents(const Problem& problem) {
@@ -225,7 +256,10 @@ class BackwardWeight {
     e.positions = detail::weight_position_boxes(problem, kBoxRows).tiles() * kBoxRows;
     return e;
   }
-  static int box_splits(const Problem& problem) { return splits_over(problem, box_extents(problem)); }
+  static int box_splits(const Problem& problem) {
+    return with_box_config(problem,
+                           [&](auto config) { return splits_over<decltype(config)>(problem, box_extents(problem)); });
+  }
 
   /// The box path's workspace: the sub-problem table, the two maps (128-byte aligned), then with
   /// several splits their fp32 sums (256-byte aligned).
@@ -249,10 +283,11 @@ class BackwardWeight {
   }
 
   /// Whether run() may take the box path for `problem` (before what the pointers and the device
-  /// allow): forced, or kAuto with fp16/bf16 and contiguous channels.
+  /// allow): forced, or kAuto with fp16/bf16 or TF32 and contiguous channels.
   static bool may_run_boxes(const Problem& problem) {
     if (problem.algorithm == Algorithm::kTmaBoxes) return true;
-    return problem.algorithm == Algorithm::kAuto && sizeof(T) == 2 && channels_contiguous(problem);
+    return problem.algorithm == Algorithm::kAuto && (sizeof(T) == 2 || problem.allow_tf32) &&
+           channels_contiguous(problem);
   }
 
   /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
@@ -276,8 +311,8 @@ class BackwardWeight {
   static Status box_status(const Problem& problem, const Args& args) {
     const std::string no = "algorithm tma_boxes cannot run: ";
     // What the problem allows first, so that every backend gives these reasons.
-    if (sizeof(T) != 2) {
-      return Status::not_supported(no + "fp32 has no box path (TF32 wgmma reads K-major tiles; x and dy are MN-major)");
+    if (sizeof(T) == 4 && !problem.allow_tf32) {
+      return Status::not_supported(no + "exact fp32 has no box path (its products are TF32's)");
     }
     if (const char* b = detail::backward_weight_tma_blocker(problem, args.x, args.dy, sizeof(T)))
       return Status::not_supported(no + b);
@@ -288,11 +323,19 @@ class BackwardWeight {
     const Status splits = detail::check_split_sums(problem.params.G, box_splits(problem), e.m * e.n);
     if (!splits.is_ok()) return Status::not_supported(no + splits.message());
     if (!kBoxTiles) return Status::not_supported(no + "its tiles are not 128-byte panels");
-    if (const char* b = gemm::box_kernel_blocker<Cfg, BoxA, BoxB>()) return Status::not_supported(no + b);
-    return Status::ok();
+    return with_box_config(problem, [&](auto config) {
+      if (const char* b = gemm::box_kernel_blocker<decltype(config), BoxA, BoxB>())
+        return Status::not_supported(no + b);
+      return Status::ok();
+    });
   }
 
-  static Status run_boxes(const Problem& problem, const Args& args, void* workspace, hipStream_t stream);
+  static Status run_boxes(const Problem& problem, const Args& args, void* workspace, hipStream_t stream) {
+    return with_box_config(
+        problem, [&](auto config) { return run_boxes_in<decltype(config)>(problem, args, workspace, stream); });
+  }
+  template <typename BoxCfg>
+  static Status run_boxes_in(const Problem& problem, const Args& args, void* workspace, hipStream_t stream);
 };
 
 template <typename T, int NDim, typename Cfg>
@@ -330,27 +373,29 @@ Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Ar
 }
 
 template <typename T, int NDim, typename Cfg>
-Status BackwardWeight<T, NDim, Cfg>::run_boxes(const Problem& problem, const Args& args, void* workspace,
-                                               hipStream_t stream) {
+template <typename BoxCfg>
+Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args, void* workspace,
+                                                  hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
-  if constexpr (kBoxTiles) {
-    using Plan = gemm::WgmmaPlan<Cfg, BoxA, BoxB>;
-    static_assert(Plan::TileA::Layout::kPanelBytes == Plan::TileB::Layout::kPanelBytes, "one panel size");
+  if constexpr (kBoxTilesOf<BoxCfg>) {
+    using Plan = gemm::WgmmaPlan<BoxCfg, BoxA, BoxB>;
+    // A panel lands as kBoxRows rows of 128 bytes (MN-major; fp32's B is turned K-major in place).
+    constexpr int kPanelBytes = kBoxRows * detail::kTmaRowBytes;
+    static_assert(Plan::TileA::Layout::kPanelBytes == kPanelBytes, "one panel size");
     static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
     const int splits = box_splits(problem);
     const BoxLayout l = box_layout(problem);
     auto* base = static_cast<unsigned char*>(workspace);
     float* sums = splits > 1 ? reinterpret_cast<float*>(base + l.sums) : nullptr;
-    const detail::WeightBoxPlan<T, NDim> plan =
-        detail::weight_box_plan<T, NDim>(problem, args.dw, base + l.maps, Cfg::kBlockM, Cfg::kBlockN, kBoxRows,
-                                         Plan::TileB::Layout::kPanelBytes, splits, sums);
+    const detail::WeightBoxPlan<T, NDim> plan = detail::weight_box_plan<T, NDim>(
+        problem, args.dw, base + l.maps, BoxCfg::kBlockM, BoxCfg::kBlockN, kBoxRows, kPanelBytes, splits, sums);
     CUtensorMap maps[2];
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
     HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(base + l.maps, maps, sizeof(maps), hipMemcpyHostToDevice, stream));
-    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<Cfg>(plan.problems.data(),
-                                                               static_cast<int>(plan.problems.size()), workspace,
-                                                               l.table, current_device_info(), stream));
+    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(plan.problems.data(),
+                                                                  static_cast<int>(plan.problems.size()), workspace,
+                                                                  l.table, current_device_info(), stream));
     if (splits == 1) return Status::ok();
     return gemm::launch_split_k_reduction(
         sums, splits, detail::dw_store<T, NDim>(problem, args.dw, detail::panel_channels<T>(problem.params.C)), stream);

@@ -13,10 +13,17 @@
 ///                                             // device: copy i of the tile
 /// Copies count whole boxes whatever part lies outside the tensor (zero-filled), so the stage's
 /// barrier expects the same bytes for every K tile.
+///
+/// TF32 wgmma reads B K-major only; a B whose copies bring it MN-major (32-bit panels of BK = 32
+/// positions) declares kKContiguous (what the consumers read) and kTransposedOnArrival: its
+/// copies complete a barrier of their own, the producer's other three warps turn each landed
+/// panel K-major in place (panel_transpose.hpp, rounding to TF32 on the way), fence their writes
+/// for wgmma's proxy and then arrive on the stage's full barrier.
 #pragma once
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "hipgrad/core/config.hpp"
@@ -28,10 +35,27 @@
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
+#include "hipgrad/primitives/gemm/panel_transpose.hpp"
 #include "hipgrad/primitives/gemm/tma.hpp"
 #include "hipgrad/primitives/gemm/tma_mainloop.hpp"
 
 namespace hipgrad::gemm {
+
+/// Whether box operand O's copies land MN-major for the producer to turn K-major (O declares
+/// kTransposedOnArrival; others never are).
+template <typename O, typename = void>
+struct TransposedOnArrival : std::false_type {};
+template <typename O>
+struct TransposedOnArrival<O, std::void_t<decltype(O::kTransposedOnArrival)>>
+    : std::bool_constant<O::kTransposedOnArrival> {};
+
+/// Dynamic shared memory of the box kernel: the TMA kernel's, and where B is transposed on
+/// arrival a barrier a stage for its copies.
+template <typename Cfg, typename OperandA, typename OperandB>
+constexpr int box_kernel_shared_bytes() {
+  return tma_kernel_shared_bytes<Cfg, typename OperandA::Element>() +
+         (TransposedOnArrival<OperandB>::value ? 8 * Cfg::kStages : 0);
+}
 
 namespace detail {
 
@@ -39,37 +63,92 @@ namespace detail {
 
 template <typename Cfg, typename OperandA, typename OperandB>
 struct BoxTmaProducer {
-  static constexpr int kRegisters = 40;
-  static constexpr int kArrivals = 1;
+  static constexpr bool kTranspose = TransposedOnArrival<OperandB>::value;
+  static_assert(!TransposedOnArrival<OperandA>::value, "only B is transposed on arrival (A may come from registers)");
+  static constexpr int kTransposeWarps = 3;
+  /// Registers the producer warpgroup keeps: the copy lanes work out 3-D coordinates (40 spilled
+  /// there), the transposing warps hold two 4 × 4 blocks and their addresses.
+  static constexpr int kRegisters = kTranspose ? 96 : 56;
+  static constexpr int kArrivals = 1 + (kTranspose ? kTransposeWarps : 0);
   static constexpr bool kFenceStages = false;
-  static constexpr int kSharedBytes = 0;
+  static constexpr int kSharedBytes = kTranspose ? 8 * Cfg::kStages : 0;
+  static constexpr int kProducerBarrier = 1;
   using Plan = WgmmaPlan<Cfg, OperandA, OperandB>;
+  static_assert(!kTranspose || (sizeof(typename OperandB::Element) == 4 && Cfg::kBlockK == 32 &&
+                                Plan::TileB::kKContiguous && Cfg::kBlockN % 32 == 0),
+                "a B transposed on arrival is 32-bit panels of 32 positions");
+
+  template <typename Ring, typename Schedule>
+  HIPGRAD_DEVICE static void produce(const Ring& ring, const Schedule& schedule, int thread) {
+    auto* landed = reinterpret_cast<std::uint64_t*>(ring.extra);
+    if constexpr (kTranspose) {
+      if (thread == 0) {
+        for (int s = 0; s < Cfg::kStages; ++s) mbarrier_init(&landed[s], 1);
+        mbarrier_init_fence();
+      }
+      named_barrier_sync(kProducerBarrier, 128);
+      if (thread >= 32) return transpose(ring, landed, schedule, thread - 32);
+    }
+    if (thread < 32) copy(ring, landed, schedule, thread);
+  }
 
   /// One warp: lane i issues copy i of the stage (A's, then B's), so that the copies'
   /// coordinates (divisions by the boxes' grid) are worked out side by side rather than one
   /// after another by one thread. A copy may land before lane 0's arrival announces its bytes:
   /// the barrier's phase cannot complete before that arrival.
   template <typename Ring, typename Schedule>
-  HIPGRAD_DEVICE static void produce(const Ring& ring, const Schedule& schedule, int thread) {
-    if (thread >= 32) return;
-    const int lane = thread;
-    int bytes = 0;
+  HIPGRAD_DEVICE static void copy(const Ring& ring, std::uint64_t* landed, const Schedule& schedule, int lane) {
+    int bytes_a = 0, bytes_b = 0;
     for_each_free_stage<Cfg>(
         ring, schedule,
         [&](const OperandA& a, const OperandB& b, int, int) {
           tma_acquire_map(static_cast<const CUtensorMap*>(a.map));
           tma_acquire_map(static_cast<const CUtensorMap*>(b.map));
-          bytes = a.tile_bytes() + b.tile_bytes();
+          bytes_a = a.tile_bytes(), bytes_b = b.tile_bytes();
         },
         [&](const OperandA& a, const OperandB& b, int s, int m_base, int n_base, int k) {
-          if (lane == 0) mbarrier_arrive_expect_bytes(&ring.full[s], bytes);
+          std::uint64_t* barrier_b = kTranspose ? &landed[s] : &ring.full[s];
+          if (lane == 0) {
+            if constexpr (kTranspose) {
+              mbarrier_arrive_expect_bytes(&ring.full[s], bytes_a);
+              mbarrier_arrive_expect_bytes(barrier_b, bytes_b);
+            } else {
+              mbarrier_arrive_expect_bytes(&ring.full[s], bytes_a + bytes_b);
+            }
+          }
           const int copies_a = a.copies();
           if (lane < copies_a) {
             a.load_copy(lane, ring.stage(s), m_base, k, &ring.full[s]);
           } else if (lane < copies_a + b.copies()) {
-            b.load_copy(lane - copies_a, ring.stage(s) + Plan::TileA::kBytes, n_base, k, &ring.full[s]);
+            b.load_copy(lane - copies_a, ring.stage(s) + Plan::TileA::kBytes, n_base, k, barrier_b);
           }
         });
+  }
+
+  /// Warps 1–3: per K tile, once B's copies land, each thread takes panel tasks in turn; its
+  /// writes are fenced for wgmma's (asynchronous) proxy before its warp arrives on full[s].
+  template <typename Ring, typename Schedule>
+  HIPGRAD_DEVICE static void transpose(const Ring& ring, std::uint64_t* landed, const Schedule& schedule, int thread) {
+    constexpr int kThreads = 32 * kTransposeWarps;
+    constexpr int kTasks = Cfg::kBlockN / 32 * kPanelTransposeTasks;
+    int s = 0;
+    std::uint32_t pass = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < schedule.items; item += static_cast<int>(gridDim.x)) {
+      schedule.visit(item, [&](const auto&, const auto&, const auto&, const TileWork& w) {
+        for (int t = 0; t < w.kt_count; ++t) {
+          mbarrier_wait(&landed[s], pass);
+          char* tile = ring.stage(s) + Plan::TileA::kBytes;
+          for (int task = thread; task < kTasks; task += kThreads) {
+            transpose_panel_task(tile + task / kPanelTransposeTasks * TransposedPanel::kBytes,
+                                 task % kPanelTransposeTasks, [](std::uint32_t bits) { return to_tf32(bits); });
+          }
+          fence_shared_for_async_proxy();
+          __syncwarp();
+          if (thread % 32 == 0) mbarrier_arrive(&ring.full[s]);
+          if (++s == Cfg::kStages) s = 0, pass ^= 1u;
+        }
+      });
+    }
   }
 };
 
@@ -86,12 +165,11 @@ const char* box_kernel_blocker() {
     return "its tiles are not ones the TMA kernel runs";
   } else {
 #if defined(HIPGRAD_BACKEND_CUDA)
-    using T = typename OperandA::Element;
     const DeviceInfo& device = current_device_info();
     if (!device.known || !device_runs_wgmma(device.device))
       return "the code loaded for this device was not compiled for sm_90a";
     if (detail::tensor_map_encoder() == nullptr) return "the driver has no tensor maps";
-    if (static_cast<std::size_t>(tma_kernel_shared_bytes<Cfg, T>()) > device.shared_per_block_opt_in) {
+    if (static_cast<std::size_t>(box_kernel_shared_bytes<Cfg, OperandA, OperandB>()) > device.shared_per_block_opt_in) {
       return "more shared memory per block than the device allows";
     }
     return nullptr;
@@ -103,8 +181,8 @@ const char* box_kernel_blocker() {
 
 #if defined(HIPGRAD_BACKEND_CUDA)
 
-/// The warp-specialised kernel over grouped sub-problems of box operands: the persistent grid,
-/// threads and shared memory (tma_kernel_shared_bytes) of the TMA kernel, no K split.
+/// The warp-specialised kernel over grouped sub-problems of box operands: the persistent grid and
+/// threads of the TMA kernel, box_kernel_shared_bytes of shared memory, no K split.
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
 __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
     grouped_box_tile_gemm(const GroupedProblems<OperandA, OperandB, Epilogue> problems) {
@@ -127,14 +205,13 @@ template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
 Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count, void* workspace,
                                std::size_t bytes, const DeviceInfo& device, hipStream_t stream) {
   using Problem = SubProblem<OperandA, OperandB, Epilogue>;
-  using T = typename OperandA::Element;
   if constexpr (!tma_kernel_supported<Cfg, OperandA, OperandB>()) {
     (void)problems, (void)count, (void)workspace, (void)bytes, (void)device, (void)stream;
     return Status::not_supported("the TMA kernel does not run this configuration in these layouts");
   } else {
     if (!device_runs_wgmma(device.device))
       return Status::not_supported("the code loaded for this device was not compiled for sm_90a");
-    const int shared = tma_kernel_shared_bytes<Cfg, T>();
+    const int shared = box_kernel_shared_bytes<Cfg, OperandA, OperandB>();
     if (static_cast<std::size_t>(shared) > device.shared_per_block_opt_in) {
       return Status::not_supported("the configuration needs more shared memory per block than the device allows");
     }

@@ -78,18 +78,21 @@ struct WarpSpecialisedMainloop {
   static constexpr int kConsumerWarps = Cfg::kWarps;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   /// Registers per thread after the hand-over (setmaxnreg): the producer keeps
-  /// Producer::kRegisters, the consumers share the rest of the 64 K register file (multiples of
-  /// 8, at most 232): without it the TF32 consumers (accumulators and B fragments) spill at 384
-  /// threads, with it they do not. Only where it moves both sides the right way from the launch
-  /// budget (65536 / threads, at most 255, in multiples of 8): with one consumer warpgroup (256
-  /// threads, 248 each) there is nothing to gain, and an "increase" below the current count is
-  /// not allowed.
+  /// Producer::kRegisters, the consumers share the rest of what the block was launched with
+  /// (kLaunchRegisters a thread: 65536 / threads, at most 255, in multiples of 8), in multiples of
+  /// 8, at most 232. An increase waits until the block's released registers cover it, so asking
+  /// for more than the launch left would wait forever. Without the hand-over the TF32 consumers
+  /// (accumulators and B fragments) spill at 384 threads, with it they do not. Only where it
+  /// moves both sides the right way: with one consumer warpgroup (256 threads, 248 each) there
+  /// is nothing to gain, and an "increase" below the current count is not allowed.
   static constexpr int kProducerRegisters = Producer::kRegisters;
-  static constexpr int kConsumerRegisters = (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8 < 232
-                                                ? (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8
-                                                : 232;
   static constexpr int kBlockThreads = kConsumerThreads + 128;
   static constexpr int kLaunchRegisters = (65536 / kBlockThreads < 255 ? 65536 / kBlockThreads : 255) / 8 * 8;
+  static constexpr int kConsumerShare =
+      (kLaunchRegisters * kBlockThreads - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8;
+  static constexpr int kConsumerRegisters = kConsumerShare < 232 ? kConsumerShare : 232;
+  static_assert(128 * kProducerRegisters + kConsumerThreads * kConsumerRegisters <= kLaunchRegisters * kBlockThreads,
+                "the hand-over never asks for more registers than the launch gave the block");
   static constexpr bool kHandOverRegisters =
       kConsumerRegisters > kLaunchRegisters&& kProducerRegisters < kLaunchRegisters;
   /// Register operands (TF32) must stay intact until their wgmmas end: those stages are released

@@ -8,7 +8,8 @@
 /// positions) with Cp = C rounded up to a 128-byte panel, and its K tiled by boxes of output
 /// positions: K tile t is box t of the grid (n, o_1, …, o_NDim) cut into boxes of exactly BK
 /// positions (weight_position_boxes), its rows in the box's order (o_last fastest). Both operands
-/// are MN-major tiles of 128-byte panels, every panel one box copy:
+/// are MN-major tiles of 128-byte panels, every panel one box copy (fp32's B turned K-major in
+/// place once it lands, for TF32 wgmma; A then goes to wgmma from registers):
 ///
 /// * A: dy's map (k, [g], o_NDim, …, o_1, [n]), box (panel, [1], shape_NDim, …, shape_1,
 ///   shape_n), at (k0, [g], the box's first o, its first n).
@@ -156,9 +157,12 @@ struct DyBoxRows : PanelBoxes<DyBoxRows<T, NDim>, T> {
 };
 
 /// B of a boxed sub-problem: per K tile one box of x's map per 128-byte panel of the block's
-/// columns (t, c; mn_extent = taps × Cp), each at its own tap.
+/// columns (t, c; mn_extent = taps × Cp), each at its own tap. fp32 (TF32, whose wgmma reads B
+/// K-major only): the panels land MN-major and the box producer turns them K-major in place.
 template <typename T, int NDim>
 struct XBoxPatches : PanelBoxes<XBoxPatches<T, NDim>, T> {
+  static constexpr bool kTransposedOnArrival = sizeof(T) == 4;
+  static constexpr bool kKContiguous = kTransposedOnArrival;  ///< as the consumers read the tile
   WeightBoxCoordinates<NDim> at;
 
   HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int coordinates(int n_base, int k_base, int p, int* c) const {
