@@ -36,7 +36,6 @@ using hipgrad::conv::Algorithm;
 using hipgrad::conv::ConvLayout;
 using hipgrad::conv::ConvParams;
 using hipgrad::conv::Problem;
-using hipgrad::test::with_kind;
 using namespace hipgrad::host;
 
 /// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored.
@@ -82,16 +81,36 @@ void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::u
   hipgrad::test::expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
 }
 
+/// kAuto, and every forced path that can run `problem` here.
 template <typename T, int NDim>
-std::vector<Algorithm> runnable_algorithms(const Problem<NDim>& problem) {
-  return hipgrad::test::runnable_algorithms<hipgrad::conv::BackwardWeight<T, NDim>>(problem);
+std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
+  using Op = hipgrad::conv::BackwardWeight<T, NDim>;
+  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
+  // Aligned, disjoint fake pointers: can_implement never dereferences them.
+  const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
+                               reinterpret_cast<T*>(Index{3} << 40)};
+  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather, Algorithm::kTmaBoxes}) {
+    problem.algorithm = a;
+    if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
+  }
+  return algorithms;
 }
 
 template <typename T, int NDim>
-void check_every_path(const Problem<NDim>& problem, std::uint64_t seed) {
-  hipgrad::test::check_every_path<hipgrad::conv::BackwardWeight<T, NDim>>(
-      problem, seed,
-      [](const Problem<NDim>& p, InitMethod init, std::uint64_t s) { check_backward_weight<T, NDim>(p, init, s); });
+void check_every_path(Problem<NDim> problem, std::uint64_t seed) {
+  for (Algorithm a : runnable_algorithms<T, NDim>(problem)) {
+    problem.algorithm = a;
+    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+      check_backward_weight<T, NDim>(problem, init, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+template <typename K, int NDim>
+Problem<NDim> with_kind(Problem<NDim> problem) {
+  problem.allow_tf32 = K::kAllowTf32;
+  return problem;
 }
 
 template <typename K>

@@ -84,9 +84,9 @@ class BackwardData {
 
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
-    bool boxes = false;
-    HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
-    if (boxes) return Status::ok();
+    if (problem.algorithm == Algorithm::kTmaBoxes)
+      return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); });
+    if (runs_boxes(problem, args)) return Status::ok();
     if (detail::is_plain_gemm(problem)) return plain_plan(problem, args).status;
     return with_plan(problem, args, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
   }
@@ -222,20 +222,9 @@ class BackwardData {
 
   /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
   static bool runs_boxes(const Problem& problem, const Args& args) {
-    bool boxes = false;
-    return box_choice(problem, args, &boxes).is_ok() && boxes;
-  }
-
-  /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
-  /// (the reason) where it is forced and cannot run.
-  static Status box_choice(const Problem& problem, const Args& args, bool* boxes) {
-    *boxes = false;
-    const bool forced = problem.algorithm == Algorithm::kTmaBoxes;
-    if (!forced && !auto_may_run_boxes(problem)) return Status::ok();
-    const Status status = with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); });
-    if (forced) HIPGRAD_RETURN_IF_ERROR(status);
-    *boxes = status.is_ok();
-    return Status::ok();
+    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
+    if (!auto_may_run_boxes(problem)) return false;
+    return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args).is_ok(); });
   }
 
   /// ok where the box path runs `problem` here with configuration TileCfg.
@@ -278,11 +267,12 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& proble
                                                            std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
-  bool boxes = false;
-  HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
-  if (boxes) {
-    return with_box_config(
-        problem, [&](auto cfg) { return run_boxes<decltype(cfg)>(problem, args, workspace, workspace_bytes, stream); });
+  if (runs_boxes(problem, args)) {
+    return with_box_config(problem, [&](auto cfg) {
+      using TileCfg = decltype(cfg);
+      HIPGRAD_RETURN_IF_ERROR(box_status<TileCfg>(problem, args));
+      return run_boxes<TileCfg>(problem, args, workspace, workspace_bytes, stream);
+    });
   }
   if (detail::is_plain_gemm(problem)) {
     const gemm::TileGemmPlan plan = plain_plan(problem, args);
