@@ -7,7 +7,11 @@
 ///
 ///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
 ///              [--problems=all|dense|grouped] [--algorithm=auto|gather|matrix|simt|tma_boxes]
+///              [--host-us]
 ///
+/// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
+/// host_microseconds_per_call). Where it exceeds a call's GPU time the timed runs wait for the
+/// host, and "ms" is the host's time, not the kernels'.
 /// A forced algorithm that cannot run a line skips it with the reason (on stderr).
 
 #include <array>
@@ -61,6 +65,7 @@ std::vector<ConvCase> cases(const std::string& which) {
 }
 
 hc::Algorithm g_algorithm = hc::Algorithm::kAuto;
+bool g_host_us = false;
 
 template <int NDim>
 hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
@@ -137,9 +142,15 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(
       [&](int copy) { return Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr); }, copies,
       repeats, &ms));
+  double host_us = 0, drain_us = 0;
+  if (g_host_us) {
+    HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::host_microseconds_per_call(
+        [&] { return Op::run(problem, args(0), workspace.data(), workspace.bytes(), nullptr); }, 50, &host_us,
+        &drain_us));
+  }
   const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(elements[0] + elements[1] + elements[2]);
-  hipgrad::bench::JsonLine()
-      .add("op", Gradient::kName)
+  hipgrad::bench::JsonLine line;
+  line.add("op", Gradient::kName)
       .add("case", cc.label)
       .add("dtype", dtype)
       .add("ndim", NDim)
@@ -156,8 +167,9 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
       .add("name", Op::name(problem, args(0)))
       .add("ms", ms)
       .add("tflops", static_cast<double>(p.flops()) / (ms * 1e-3) / 1e12)
-      .add("tbps", bytes / (ms * 1e-3) / 1e12)
-      .print();
+      .add("tbps", bytes / (ms * 1e-3) / 1e12);
+  if (g_host_us) line.add("host_us", host_us);
+  line.print();
   return Status::ok();
 }
 
@@ -188,7 +200,7 @@ Status run(const std::string& op, const ConvCase& cc, const std::string& dtype, 
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (s.is_ok()) s = args.reject_unknown_options({"ops", "dtypes", "repeats", "problems", "algorithm"});
+  if (s.is_ok()) s = args.reject_unknown_options({"ops", "dtypes", "repeats", "problems", "algorithm", "host-us"});
   const auto repeats = static_cast<int>(args.get_int("repeats", 20));
   const std::string algorithm = args.get_string("algorithm", "auto");
   bool known = false;
@@ -197,6 +209,7 @@ int main(int argc, char** argv) {
   }
   if (s.is_ok() && !known) s = Status::invalid_argument("--algorithm takes auto, gather, matrix, simt or tma_boxes");
   const std::string which = args.get_string("problems", "all");
+  g_host_us = args.get_bool("host-us", false);
   if (s.is_ok()) s = args.option_status();
   if (s.is_ok() && which != "all" && which != "dense" && which != "grouped") {
     s = Status::invalid_argument("--problems takes all, dense or grouped");

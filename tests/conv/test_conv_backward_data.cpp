@@ -38,6 +38,7 @@ using hipgrad::conv::Algorithm;
 using hipgrad::conv::ConvLayout;
 using hipgrad::conv::ConvParams;
 using hipgrad::conv::Problem;
+using hipgrad::test::with_kind;
 using namespace hipgrad::host;
 
 /// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
@@ -76,41 +77,16 @@ std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, s
   return name;
 }
 
-/// The paths to try on `problem`: kAuto, and every forced one that can run it here.
 template <typename T, int NDim>
-std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
-  using Op = hipgrad::conv::BackwardData<T, NDim>;
-  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
-  // Aligned, disjoint fake pointers: can_implement never dereferences them.
-  const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
-                               reinterpret_cast<T*>(Index{3} << 40)};
-  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather, Algorithm::kTmaBoxes}) {
-    problem.algorithm = a;
-    if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
-  }
-  return algorithms;
-}
-
-template <typename T, int NDim>
-void check_every_path(Problem<NDim> problem, std::uint64_t seed) {
-  for (Algorithm a : runnable_algorithms<T, NDim>(problem)) {
-    problem.algorithm = a;
-    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-      check_backward_data<T, NDim>(problem, init, seed++);
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
+void check_every_path(const Problem<NDim>& problem, std::uint64_t seed) {
+  hipgrad::test::check_every_path<hipgrad::conv::BackwardData<T, NDim>>(
+      problem, seed,
+      [](const Problem<NDim>& p, InitMethod init, std::uint64_t s) { check_backward_data<T, NDim>(p, init, s); });
 }
 
 template <typename K>
 class ConvBackwardDataTest : public ::testing::Test {};
 TYPED_TEST_SUITE(ConvBackwardDataTest, gemm_test::Kinds);
-
-template <typename K, int NDim>
-Problem<NDim> with_kind(Problem<NDim> problem) {
-  problem.allow_tf32 = K::kAllowTf32;
-  return problem;
-}
 
 TYPED_TEST(ConvBackwardDataTest, ListedProblems1D) {
   HIPGRAD_SKIP_WITHOUT_GPU();
@@ -182,8 +158,8 @@ TYPED_TEST(ConvBackwardDataTest, RunsAreBitwiseRepeatable) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = typename TypeParam::Type;
   using Op = hipgrad::conv::BackwardData<T, 2>;
-  const Problem<2> problem = with_kind<TypeParam>(
-      Problem<2>::packed(hipgrad::test::conv_params<2>(2, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1})));
+  const Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(
+      hipgrad::test::conv_params<2>(2, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1})));
   const ConvParams<2>& p = problem.params;
   Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
   fill(dy, InitMethod::kDecimals, 5);

@@ -36,6 +36,7 @@ using hipgrad::conv::Algorithm;
 using hipgrad::conv::ConvLayout;
 using hipgrad::conv::ConvParams;
 using hipgrad::conv::Problem;
+using hipgrad::test::with_kind;
 using namespace hipgrad::host;
 
 /// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored.
@@ -81,36 +82,16 @@ void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::u
   hipgrad::test::expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
 }
 
-/// kAuto, and every forced path that can run `problem` here.
 template <typename T, int NDim>
-std::vector<Algorithm> runnable_algorithms(Problem<NDim> problem) {
-  using Op = hipgrad::conv::BackwardWeight<T, NDim>;
-  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
-  // Aligned, disjoint fake pointers: can_implement never dereferences them.
-  const typename Op::Args fake{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
-                               reinterpret_cast<T*>(Index{3} << 40)};
-  for (Algorithm a : {Algorithm::kSimt, Algorithm::kMatrix, Algorithm::kGather, Algorithm::kTmaBoxes}) {
-    problem.algorithm = a;
-    if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
-  }
-  return algorithms;
+std::vector<Algorithm> runnable_algorithms(const Problem<NDim>& problem) {
+  return hipgrad::test::runnable_algorithms<hipgrad::conv::BackwardWeight<T, NDim>>(problem);
 }
 
 template <typename T, int NDim>
-void check_every_path(Problem<NDim> problem, std::uint64_t seed) {
-  for (Algorithm a : runnable_algorithms<T, NDim>(problem)) {
-    problem.algorithm = a;
-    for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-      check_backward_weight<T, NDim>(problem, init, seed++);
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
-}
-
-template <typename K, int NDim>
-Problem<NDim> with_kind(Problem<NDim> problem) {
-  problem.allow_tf32 = K::kAllowTf32;
-  return problem;
+void check_every_path(const Problem<NDim>& problem, std::uint64_t seed) {
+  hipgrad::test::check_every_path<hipgrad::conv::BackwardWeight<T, NDim>>(
+      problem, seed,
+      [](const Problem<NDim>& p, InitMethod init, std::uint64_t s) { check_backward_weight<T, NDim>(p, init, s); });
 }
 
 template <typename K>
@@ -151,12 +132,15 @@ TYPED_TEST(ConvBackwardWeightTest, SplitsAgreeAndAutoRepeatsBitwise) {
   using T = typename TypeParam::Type;
   // A long reduction (N·O = 4·29·31) over few output tiles, so that the op splits it; K 24, K 72
   // (on the box path, two 64-row panels of dy, the second partial) and K 136 (TF32's box path
-  // takes 256-row blocks above K 128, 128-row ones up to it).
+  // takes 256-row blocks above K 128, 128-row ones up to it). fp16/bf16 boxes take 192-wide
+  // blocks for these 9 × 64 columns; a 2 × 2 filter of C 64 (256 columns) takes 256-wide ones.
   const ConvParams<2> p = hipgrad::test::conv_params<2>(2, 4, 24, 16, {3, 3}, {57, 61}, {2, 2}, {1, 1}, {1, 1}, {1, 1});
-  ConvParams<2> wide = p, wider = p;
+  ConvParams<2> wide = p, wider = p, square = p;
   wide.K = 72;
   wider.K = 136;
-  for (const ConvParams<2>& params : {p, wide, wider}) {
+  square.C = 64;
+  square.filter = {2, 2};
+  for (const ConvParams<2>& params : {p, wide, wider, square}) {
     for (Algorithm algorithm : runnable_algorithms<T, 2>(with_kind<TypeParam>(Problem<2>::packed(params)))) {
       for (int split : {1, 2, 7, 0}) {
         Problem<2> problem = with_kind<TypeParam>(Problem<2>::packed(params));

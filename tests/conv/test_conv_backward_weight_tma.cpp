@@ -50,8 +50,9 @@ void planned_backward_weight(const Problem<NDim>& problem, const Tensor<float>& 
   const Index cp = cd::panel_channels<float>(p.C);
   const cd::WeightExtents e = cd::weight_extents<NDim>(problem, cp);
   std::vector<float> sums(static_cast<std::size_t>(splits * p.G * e.m * e.n), std::numeric_limits<float>::quiet_NaN());
-  const cd::WeightBoxPlan<float, NDim> plan = cd::weight_box_plan<float, NDim>(
-      problem, dw.data(), maps_base, block_m, block_n, kPanel, kPanel * cd::kTmaRowBytes, splits, sums.data());
+  const cd::WeightBoxPlan<float, NDim> plan =
+      cd::weight_box_plan<float, NDim>(problem, cd::weight_position_boxes(problem, kPanel), dw.data(), maps_base,
+                                       block_m, block_n, kPanel * cd::kTmaRowBytes, splits, sums.data());
   ASSERT_EQ(plan.maps.size(), 2u);
   ASSERT_EQ(plan.problems.size(), static_cast<std::size_t>(splits * p.G));
   stores.assign(dw.storage().size(), 0);

@@ -84,9 +84,9 @@ class BackwardData {
 
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
-    if (problem.algorithm == Algorithm::kTmaBoxes)
-      return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); });
-    if (runs_boxes(problem, args)) return Status::ok();
+    bool boxes = false;
+    HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
+    if (boxes) return Status::ok();
     if (detail::is_plain_gemm(problem)) return plain_plan(problem, args).status;
     return with_plan(problem, args, [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
   }
@@ -222,9 +222,20 @@ class BackwardData {
 
   /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
   static bool runs_boxes(const Problem& problem, const Args& args) {
-    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
-    if (!auto_may_run_boxes(problem)) return false;
-    return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args).is_ok(); });
+    bool boxes = false;
+    return box_choice(problem, args, &boxes).is_ok() && boxes;
+  }
+
+  /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
+  /// (the reason) where it is forced and cannot run.
+  static Status box_choice(const Problem& problem, const Args& args, bool* boxes) {
+    *boxes = false;
+    const bool forced = problem.algorithm == Algorithm::kTmaBoxes;
+    if (!forced && !auto_may_run_boxes(problem)) return Status::ok();
+    const Status status = with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); });
+    if (forced) HIPGRAD_RETURN_IF_ERROR(status);
+    *boxes = status.is_ok();
+    return Status::ok();
   }
 
   /// ok where the box path runs `problem` here with configuration TileCfg.
@@ -267,12 +278,11 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& proble
                                                            std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
-  if (runs_boxes(problem, args)) {
-    return with_box_config(problem, [&](auto cfg) {
-      using TileCfg = decltype(cfg);
-      HIPGRAD_RETURN_IF_ERROR(box_status<TileCfg>(problem, args));
-      return run_boxes<TileCfg>(problem, args, workspace, workspace_bytes, stream);
-    });
+  bool boxes = false;
+  HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
+  if (boxes) {
+    return with_box_config(
+        problem, [&](auto cfg) { return run_boxes<decltype(cfg)>(problem, args, workspace, workspace_bytes, stream); });
   }
   if (detail::is_plain_gemm(problem)) {
     const gemm::TileGemmPlan plan = plain_plan(problem, args);
@@ -297,8 +307,7 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& 
     using Plan = gemm::WgmmaPlan<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>;
     const int count =
         static_cast<int>(problem.params.G * static_cast<Index>(detail::backward_data_phases(problem).size()));
-    const std::size_t table = gemm::grouped_workspace_bytes<BoxSubProblem>(count);
-    auto* maps_on_device = static_cast<unsigned char*>(workspace) + round_up(table, kTensorMapBytes);
+    auto* maps_on_device = static_cast<unsigned char*>(workspace) + gemm::grouped_tail_offset<BoxSubProblem>(count);
     const detail::BoxPlan<T, NDim> plan = detail::box_plan<T, NDim>(problem, args.dx, maps_on_device, TileCfg::kBlockM,
                                                                     TileCfg::kBlockN, Plan::TileB::Layout::kPanelBytes);
     static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
@@ -307,10 +316,8 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& 
       const void* base = i == 0 ? static_cast<const void*>(args.w) : static_cast<const void*>(args.dy);
       HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[i], base, &maps[i]));
     }
-    HIPGRAD_RETURN_IF_HIP_ERROR(
-        hipMemcpyAsync(maps_on_device, maps.data(), maps.size() * sizeof(CUtensorMap), hipMemcpyHostToDevice, stream));
-    return gemm::launch_grouped_box_gemm<TileCfg>(plan.problems.data(), count, workspace, table, current_device_info(),
-                                                  stream);
+    return gemm::launch_grouped_box_gemm<TileCfg>(plan.problems.data(), count, maps.data(), static_cast<int>(maps.size()),
+                                                  workspace, bytes, current_device_info(), stream);
   } else {
     (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;
     return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte rows");

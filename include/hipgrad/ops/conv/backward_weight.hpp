@@ -31,11 +31,13 @@
 
 #include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
+#include "hipgrad/ops/conv/detail/plan_key.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
@@ -62,7 +64,7 @@ class BackwardWeight {
   static Status can_implement(const Problem& problem, const Args& args) {
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
     bool boxes = false;
-    HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
+    HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, box_geometry(problem), &boxes));
     if (boxes) return Status::ok();
     return with_plan(problem, args, nullptr,
                      [](auto, const auto&, const gemm::GroupedGemmPlan& plan) { return plan.status; });
@@ -74,7 +76,7 @@ class BackwardWeight {
   /// larger of the two.
   static std::size_t workspace_size(const Problem& problem) {
     if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
-    const std::size_t boxes = may_run_boxes(problem) ? box_layout(problem).total : 0;
+    const std::size_t boxes = may_run_boxes(problem) ? box_geometry(problem).layout.total : 0;
     if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
     const std::size_t other = channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
     return boxes > other ? boxes : other;
@@ -92,13 +94,14 @@ class BackwardWeight {
     if (!problem.validate().is_ok()) return "conv_bwd_weight_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_weight_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
-    if (runs_boxes(problem, args)) {
+    const BoxGeometry geometry = box_geometry(problem);
+    if (runs_boxes(problem, args, geometry)) {
       gemm::TileGemmPlan plan;
       plan.path = gemm::Path::kTma;
       plan.wgmma = true;
       return with_box_config(problem, [&](auto config) {
         return op + "_boxes_grouped_" + gemm::tile_gemm_kernel_name<decltype(config)>(plan) + "_split" +
-               std::to_string(box_splits(problem));
+               std::to_string(geometry.splits);
       });
     }
     return with_plan(problem, args, nullptr, [&](auto launcher, const auto&, const gemm::GroupedGemmPlan& plan) {
@@ -112,7 +115,8 @@ class BackwardWeight {
   /// the op's choice (the output tiles over all groups against the multiprocessors,
   /// detail::auto_splits).
   static int splits_of(const Problem& problem, const Args& args = Args{}) {
-    if (runs_boxes(problem, args)) return box_splits(problem);
+    const BoxGeometry geometry = box_geometry(problem);
+    if (runs_boxes(problem, args, geometry)) return geometry.splits;
     return channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
   }
 
@@ -221,9 +225,12 @@ class BackwardWeight {
   using BoxB = detail::XBoxPatches<T, NDim>;
   using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
   static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
+  /// Whether C's tiles are whole panels: a K tile of kBoxRows positions, blocks of whole panels.
   template <typename C>
-  static constexpr bool kBoxTilesOf = C::kBlockK == kBoxRows&& C::kBlockM % kBoxRows == 0 && C::kBlockN % kBoxRows == 0;
-  static constexpr bool kBoxTiles = kBoxTilesOf<Cfg>;
+  static constexpr bool box_tiles_of() {
+    return C::kBlockK == kBoxRows && C::kBlockM % kBoxRows == 0 && C::kBlockN % kBoxRows == 0;
+  }
+  static constexpr bool kBoxTiles = box_tiles_of<Cfg>();
 
   /// TF32 blocks for a K (dy's channels, the GEMM's M) of at most half of Cfg's block M: half as
   /// tall and twice as wide, so that fewer of each block's rows are idle (fp16/bf16 blocks are
@@ -234,11 +241,34 @@ class BackwardWeight {
     if constexpr (sizeof(T) != 4 || Cfg::kWarpsM < 2) {
       return false;
     } else {
-      return kBoxTilesOf<ShortBoxCfg> && gemm::tma_kernel_supported<ShortBoxCfg, BoxA, BoxB>();
+      return box_tiles_of<ShortBoxCfg>() && gemm::tma_kernel_supported<ShortBoxCfg, BoxA, BoxB>();
     }
   }
   static bool short_boxes(const Problem& problem) {
     return short_boxes_available() && problem.params.K <= ShortBoxCfg::kBlockM;
+  }
+
+  /// fp16/bf16 blocks three-quarters as wide, with a stage more: for taps × Cp that 256-wide
+  /// blocks would pad by at least 20 % more columns than 192-wide ones (576 columns of a 3 × 3
+  /// filter over 64 channels: 768 against 576). A 192-wide K tile brings almost as many bytes and
+  /// barriers as a 256-wide one, so a small saving of columns does not pay (docs/perf-notes.md).
+  using SlimBoxCfg = gemm::Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN,
+                                  Cfg::kStages + 1>;
+  static constexpr bool slim_boxes_available() {
+    // Nested, so that a configuration without whole panels (AMD's) never instantiates the
+    // TMA kernel's plan.
+    if constexpr (sizeof(T) != 2 || Cfg::kBlockN % 4 != 0 || !box_tiles_of<SlimBoxCfg>()) {
+      return false;
+    } else {
+      return gemm::tma_kernel_supported<SlimBoxCfg, BoxA, BoxB>();
+    }
+  }
+  static bool slim_boxes(const Problem& problem) {
+    if (!slim_boxes_available()) return false;
+    const Index n = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C)).n;
+    const Index wide = round_up(n, static_cast<Index>(Cfg::kBlockN));
+    const Index slim = round_up(n, static_cast<Index>(SlimBoxCfg::kBlockN));
+    return wide * 5 >= slim * 6;
   }
 
   /// visit(BoxCfg{}) with the box path's configuration for `problem`.
@@ -247,39 +277,66 @@ class BackwardWeight {
     if constexpr (short_boxes_available()) {
       if (short_boxes(problem)) return visit(ShortBoxCfg{});
     }
+    if constexpr (slim_boxes_available()) {
+      if (slim_boxes(problem)) return visit(SlimBoxCfg{});
+    }
     return visit(Cfg{});
-  }
-
-  /// The box path's GEMM: C padded to a panel, positions counted in whole boxes.
-  static detail::WeightExtents box_extents(const Problem& problem) {
-    detail::WeightExtents e = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C));
-    e.positions = detail::weight_position_boxes(problem, kBoxRows).tiles() * kBoxRows;
-    return e;
-  }
-  static int box_splits(const Problem& problem) {
-    return with_box_config(problem,
-                           [&](auto config) { return splits_over<decltype(config)>(problem, box_extents(problem)); });
   }
 
   /// The box path's workspace: the sub-problem table, the two maps (128-byte aligned), then with
   /// several splits their fp32 sums (256-byte aligned).
   struct BoxLayout {
-    std::size_t table;
-    std::size_t maps;
-    std::size_t sums;
-    std::size_t total;
+    std::size_t table = 0;
+    std::size_t maps = 0;
+    std::size_t sums = 0;
+    std::size_t total = 0;
   };
-  static BoxLayout box_layout(const Problem& problem) {
-    const int splits = box_splits(problem);
-    BoxLayout l{};
-    l.table = gemm::grouped_workspace_bytes<BoxSubProblem>(static_cast<int>(problem.params.G * splits));
-    l.maps = round_up(l.table, static_cast<std::size_t>(detail::kTensorMapBytes));
-    l.sums = round_up(l.maps + 2 * detail::kTensorMapBytes, std::size_t{256});
-    const detail::WeightExtents e = box_extents(problem);
-    l.total = splits == 1 ? l.maps + 2 * detail::kTensorMapBytes
-                          : l.sums + static_cast<std::size_t>(splits) *
-                                         static_cast<std::size_t>(problem.params.G * e.m * e.n) * sizeof(float);
-    return l;
+
+  /// What the box path makes of `problem` on the device before it looks at the pointers: the
+  /// boxes of output positions (a search over their shapes), the GEMM (C padded to a panel,
+  /// positions in whole boxes), the splits, the workspace's layout, the two maps' shapes, and
+  /// `status`: not ok where the path cannot run the problem, whatever the pointers.
+  struct BoxGeometry {
+    Status status;
+    detail::PositionBoxes<NDim> boxes{};
+    detail::WeightExtents extents{};
+    int splits = 1;
+    BoxLayout layout;
+    gemm::TensorMapShape maps[2];  ///< dy's, x's (where status is ok)
+  };
+
+  /// The problem's geometry, made once per problem and device on this thread
+  /// (core/plan_cache.hpp): a call asks for it several times (workspace_size, the box status, the
+  /// launch), and a loop makes the same call again.
+  static BoxGeometry box_geometry(const Problem& problem) {
+    if (!may_run_boxes(problem)) return BoxGeometry{};
+    const DeviceInfo& device = current_device_info();
+    thread_local RecentPlans<detail::ConvPlanKey, BoxGeometry, 16> recent;
+    return recent.find_or_make(detail::conv_plan_key(device, problem), [&] { return make_box_geometry(problem); });
+  }
+
+  static BoxGeometry make_box_geometry(const Problem& problem) {
+    BoxGeometry g;
+    g.boxes = detail::weight_position_boxes(problem, kBoxRows);
+    g.extents = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C));
+    g.extents.positions = g.boxes.tiles() * kBoxRows;
+    g.splits =
+        with_box_config(problem, [&](auto config) { return splits_over<decltype(config)>(problem, g.extents); });
+    const int count = static_cast<int>(problem.params.G * g.splits);
+    g.layout.table = gemm::grouped_workspace_bytes<BoxSubProblem>(count);
+    g.layout.maps = gemm::grouped_tail_offset<BoxSubProblem>(count);  // where the box launch puts them
+    g.layout.sums = round_up(g.layout.maps + 2 * detail::kTensorMapBytes, std::size_t{256});
+    g.layout.total = g.splits == 1 ? g.layout.maps + 2 * detail::kTensorMapBytes
+                                   : g.layout.sums + static_cast<std::size_t>(g.splits) *
+                                                         static_cast<std::size_t>(problem.params.G * g.extents.m *
+                                                                                  g.extents.n) *
+                                                         sizeof(float);
+    g.status = geometry_status(problem, g);
+    if (g.status.is_ok()) {
+      g.maps[0] = detail::dy_box_map(problem, static_cast<int>(sizeof(T)), g.boxes);
+      g.maps[1] = detail::x_box_map(problem, static_cast<int>(sizeof(T)), g.boxes);
+    }
+    return g;
   }
 
   /// Whether run() may take the box path for `problem` (before what the pointers and the device
@@ -291,36 +348,45 @@ class BackwardWeight {
   }
 
   /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
-  static bool runs_boxes(const Problem& problem, const Args& args) {
+  static bool runs_boxes(const Problem& problem, const Args& args, const BoxGeometry& geometry) {
     bool boxes = false;
-    return box_choice(problem, args, &boxes).is_ok() && boxes;
+    return box_choice(problem, args, geometry, &boxes).is_ok() && boxes;
   }
 
   /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
   /// (the reason) where it is forced and cannot run.
-  static Status box_choice(const Problem& problem, const Args& args, bool* boxes) {
+  static Status box_choice(const Problem& problem, const Args& args, const BoxGeometry& geometry, bool* boxes) {
     *boxes = false;
     if (!may_run_boxes(problem)) return Status::ok();
-    const Status status = box_status(problem, args);
+    const Status status = box_status(args, geometry);
     if (problem.algorithm == Algorithm::kTmaBoxes) HIPGRAD_RETURN_IF_ERROR(status);
     *boxes = status.is_ok();
     return Status::ok();
   }
 
-  /// ok where the box path runs `problem` here.
-  static Status box_status(const Problem& problem, const Args& args) {
-    const std::string no = "algorithm tma_boxes cannot run: ";
+  static constexpr const char* kNoBoxes = "algorithm tma_boxes cannot run: ";
+
+  /// ok where the box path runs the problem of `geometry` with these pointers here.
+  static Status box_status(const Args& args, const BoxGeometry& geometry) {
+    HIPGRAD_RETURN_IF_ERROR(geometry.status);
+    const char* b = gemm::tensor_map_blocker(geometry.maps[0], args.dy);
+    if (b == nullptr) b = gemm::tensor_map_blocker(geometry.maps[1], args.x);
+    return b == nullptr ? Status::ok() : Status::not_supported(kNoBoxes + std::string(b));
+  }
+
+  /// The part of box_status that the pointers do not enter.
+  static Status geometry_status(const Problem& problem, const BoxGeometry& g) {
+    const std::string no = kNoBoxes;
     // What the problem allows first, so that every backend gives these reasons.
     if (sizeof(T) == 4 && !problem.allow_tf32) {
       return Status::not_supported(no + "exact fp32 has no box path (its products are TF32's)");
     }
-    if (const char* b = detail::backward_weight_tma_blocker(problem, args.x, args.dy, sizeof(T)))
+    if (const char* b = detail::backward_weight_box_blocker(problem, static_cast<int>(sizeof(T)), g.boxes))
       return Status::not_supported(no + b);
-    const detail::WeightExtents e = box_extents(problem);
     constexpr Index kLimit = (Index{1} << 31) - 1;
-    if (e.positions > kLimit) return Status::not_supported(no + "the boxes' positions exceed 2^31 - 1");
-    if (e.n > kLimit) return Status::not_supported(no + "filter taps times C (padded) exceed 2^31 - 1");
-    const Status splits = detail::check_split_sums(problem.params.G, box_splits(problem), e.m * e.n);
+    if (g.extents.positions > kLimit) return Status::not_supported(no + "the boxes' positions exceed 2^31 - 1");
+    if (g.extents.n > kLimit) return Status::not_supported(no + "filter taps times C (padded) exceed 2^31 - 1");
+    const Status splits = detail::check_split_sums(problem.params.G, g.splits, g.extents.m * g.extents.n);
     if (!splits.is_ok()) return Status::not_supported(no + splits.message());
     if (!kBoxTiles) return Status::not_supported(no + "its tiles are not 128-byte panels");
     return with_box_config(problem, [&](auto config) {
@@ -330,12 +396,15 @@ class BackwardWeight {
     });
   }
 
-  static Status run_boxes(const Problem& problem, const Args& args, void* workspace, hipStream_t stream) {
-    return with_box_config(
-        problem, [&](auto config) { return run_boxes_in<decltype(config)>(problem, args, workspace, stream); });
+  static Status run_boxes(const Problem& problem, const Args& args, const BoxGeometry& geometry, void* workspace,
+                          hipStream_t stream) {
+    return with_box_config(problem, [&](auto config) {
+      return run_boxes_in<decltype(config)>(problem, args, geometry, workspace, stream);
+    });
   }
   template <typename BoxCfg>
-  static Status run_boxes_in(const Problem& problem, const Args& args, void* workspace, hipStream_t stream);
+  static Status run_boxes_in(const Problem& problem, const Args& args, const BoxGeometry& geometry, void* workspace,
+                             hipStream_t stream);
 };
 
 template <typename T, int NDim, typename Cfg>
@@ -343,9 +412,10 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
                                          std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+  const BoxGeometry geometry = box_geometry(problem);
   bool boxes = false;
-  HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
-  if (boxes) return run_boxes(problem, args, workspace, stream);
+  HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, geometry, &boxes));
+  if (boxes) return run_boxes(problem, args, geometry, workspace, stream);
   return channels_contiguous(problem) ? run_splits<true>(problem, args, workspace, workspace_bytes, stream)
                                       : run_splits<false>(problem, args, workspace, workspace_bytes, stream);
 }
@@ -374,37 +444,36 @@ Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Ar
 
 template <typename T, int NDim, typename Cfg>
 template <typename BoxCfg>
-Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args, void* workspace,
-                                                  hipStream_t stream) {
+Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args,
+                                                  const BoxGeometry& geometry, void* workspace, hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
-  if constexpr (kBoxTilesOf<BoxCfg>) {
+  if constexpr (box_tiles_of<BoxCfg>()) {
     using Plan = gemm::WgmmaPlan<BoxCfg, BoxA, BoxB>;
     // A panel lands as kBoxRows rows of 128 bytes (MN-major; fp32's B is turned K-major in place).
     constexpr int kPanelBytes = kBoxRows * detail::kTmaRowBytes;
     static_assert(Plan::TileA::Layout::kPanelBytes == kPanelBytes, "one panel size");
     static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
-    const int splits = box_splits(problem);
-    const BoxLayout l = box_layout(problem);
+    const int splits = geometry.splits;
+    const BoxLayout& l = geometry.layout;
     auto* base = static_cast<unsigned char*>(workspace);
     float* sums = splits > 1 ? reinterpret_cast<float*>(base + l.sums) : nullptr;
     const detail::WeightBoxPlan<T, NDim> plan = detail::weight_box_plan<T, NDim>(
-        problem, args.dw, base + l.maps, BoxCfg::kBlockM, BoxCfg::kBlockN, kBoxRows, kPanelBytes, splits, sums);
+        problem, geometry.boxes, args.dw, base + l.maps, BoxCfg::kBlockM, BoxCfg::kBlockN, kPanelBytes, splits, sums);
     CUtensorMap maps[2];
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
-    HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(base + l.maps, maps, sizeof(maps), hipMemcpyHostToDevice, stream));
-    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(plan.problems.data(),
-                                                                  static_cast<int>(plan.problems.size()), workspace,
-                                                                  l.table, current_device_info(), stream));
+    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(
+        plan.problems.data(), static_cast<int>(plan.problems.size()), maps, 2, workspace, l.maps + sizeof(maps),
+        current_device_info(), stream));
     if (splits == 1) return Status::ok();
     return gemm::launch_split_k_reduction(
         sums, splits, detail::dw_store<T, NDim>(problem, args.dw, detail::panel_channels<T>(problem.params.C)), stream);
   } else {
-    (void)problem, (void)args, (void)workspace, (void)stream;
+    (void)problem, (void)args, (void)geometry, (void)workspace, (void)stream;
     return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte panels");
   }
 #else
-  (void)problem, (void)args, (void)workspace, (void)stream;
+  (void)problem, (void)args, (void)geometry, (void)workspace, (void)stream;
   return Status::not_supported("algorithm tma_boxes: TMA exists in CUDA builds only");
 #endif
 }

@@ -131,11 +131,9 @@ struct BoxTmaProducer {
   HIPGRAD_DEVICE static void transpose(const Ring& ring, std::uint64_t* landed, const Schedule& schedule, int thread) {
     constexpr int kThreads = 32 * kTransposeWarps;
     constexpr int kTasks = Cfg::kBlockN / 32 * kPanelTransposeTasks;
-    int s = 0;
-    std::uint32_t pass = 0;
-    for (int item = static_cast<int>(blockIdx.x); item < schedule.items; item += static_cast<int>(gridDim.x)) {
-      schedule.visit(item, [&](const auto&, const auto&, const auto&, const TileWork& w) {
-        for (int t = 0; t < w.kt_count; ++t) {
+    for_each_stage<Cfg>(
+        schedule, [](const OperandA&, const OperandB&, int, int) {},
+        [&](const OperandA&, const OperandB&, int s, std::uint32_t pass, int, int, int) {
           mbarrier_wait(&landed[s], pass);
           char* tile = ring.stage(s) + Plan::TileA::kBytes;
           for (int task = thread; task < kTasks; task += kThreads) {
@@ -145,10 +143,7 @@ struct BoxTmaProducer {
           fence_shared_for_async_proxy();
           __syncwarp();
           if (thread % 32 == 0) mbarrier_arrive(&ring.full[s]);
-          if (++s == Cfg::kStages) s = 0, pass ^= 1u;
-        }
-      });
-    }
+        });
   }
 };
 
@@ -198,15 +193,24 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
   __trap();
 }
 
-/// Launches grouped_box_tile_gemm over `count` sub-problems (their maps already in device
-/// memory): the sub-problems and their item starts go to `workspace`
-/// (grouped_workspace_bytes<SubProblem<…>>(count)) on `stream`.
+/// Bytes of workspace a box launch of `count` sub-problems and `map_count` tensor maps needs: the
+/// sub-problems, their item starts, then the maps at grouped_tail_offset<SubProblem<…>>(count),
+/// where the sub-problems' operands must point.
+template <typename Problem>
+std::size_t box_workspace_bytes(int count, int map_count) {
+  return grouped_tail_offset<Problem>(count) + static_cast<std::size_t>(map_count) * sizeof(CUtensorMap);
+}
+
+/// Launches grouped_box_tile_gemm over `count` sub-problems that read the `map_count` tensor maps
+/// `maps`: the sub-problems, their item starts and the maps go to `workspace`
+/// (box_workspace_bytes<SubProblem<…>>(count, map_count)) in one copy on `stream`.
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count, void* workspace,
-                               std::size_t bytes, const DeviceInfo& device, hipStream_t stream) {
+Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count,
+                               const CUtensorMap* maps, int map_count, void* workspace, std::size_t bytes,
+                               const DeviceInfo& device, hipStream_t stream) {
   using Problem = SubProblem<OperandA, OperandB, Epilogue>;
   if constexpr (!tma_kernel_supported<Cfg, OperandA, OperandB>()) {
-    (void)problems, (void)count, (void)workspace, (void)bytes, (void)device, (void)stream;
+    (void)problems, (void)count, (void)maps, (void)map_count, (void)workspace, (void)bytes, (void)device, (void)stream;
     return Status::not_supported("the TMA kernel does not run this configuration in these layouts");
   } else {
     if (!device_runs_wgmma(device.device))
@@ -215,7 +219,7 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     if (static_cast<std::size_t>(shared) > device.shared_per_block_opt_in) {
       return Status::not_supported("the configuration needs more shared memory per block than the device allows");
     }
-    HIPGRAD_RETURN_IF_ERROR(check_workspace(grouped_workspace_bytes<Problem>(count), workspace, bytes));
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(box_workspace_bytes<Problem>(count, map_count), workspace, bytes));
     std::vector<GroupedExtent> extents(static_cast<std::size_t>(count));
     for (int g = 0; g < count; ++g)
       extents[static_cast<std::size_t>(g)] = {problems[g].a.mn_size(), problems[g].b.mn_size()};
@@ -223,7 +227,8 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     if (starts.back() > INT_MAX) return Status::not_supported("more than 2^31 - 1 output tiles over the sub-problems");
     if (starts.back() == 0) return Status::ok();
     GroupedProblems<OperandA, OperandB, Epilogue> staged{};
-    HIPGRAD_RETURN_IF_ERROR(stage_grouped_problems(problems, count, starts, workspace, stream, &staged));
+    HIPGRAD_RETURN_IF_ERROR(stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps,
+                                                   static_cast<std::size_t>(map_count) * sizeof(CUtensorMap)));
     const auto kernel = grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>;
     HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(shared)));
     const long long blocks = starts.back() < device.multiprocessors ? starts.back() : device.multiprocessors;

@@ -56,17 +56,28 @@ std::size_t grouped_workspace_bytes(int count) {
   return grouped_starts_offset<Problem>(count) + static_cast<std::size_t>(count + 1) * sizeof(long long);
 }
 
+/// Where bytes staged behind the table (`tail`: the operands' tensor maps) start: 128-byte aligned,
+/// as a tensor map must be.
+template <typename Problem>
+std::size_t grouped_tail_offset(int count) {
+  return round_up(grouped_workspace_bytes<Problem>(count), std::size_t{128});
+}
+
 /// Copies `count` sub-problems and their item starts to `workspace` (grouped_workspace_bytes of
-/// it) on `stream` and gives the kernels' view of them.
+/// it), and `tail_bytes` from `tail` to grouped_tail_offset, on `stream`, in one copy, and gives
+/// the kernels' view of them.
 template <typename LoaderA, typename LoaderB, typename Epilogue>
 Status stage_grouped_problems(const SubProblem<LoaderA, LoaderB, Epilogue>* problems, int count,
                               const std::vector<long long>& starts, void* workspace, hipStream_t stream,
-                              GroupedProblems<LoaderA, LoaderB, Epilogue>* staged_problems) {
+                              GroupedProblems<LoaderA, LoaderB, Epilogue>* staged_problems,
+                              const void* tail = nullptr, std::size_t tail_bytes = 0) {
   using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
   const std::size_t offset = grouped_starts_offset<Problem>(count);
-  std::vector<unsigned char> staged(grouped_workspace_bytes<Problem>(count));
+  const std::size_t tail_offset = grouped_tail_offset<Problem>(count);
+  std::vector<unsigned char> staged(tail_bytes > 0 ? tail_offset + tail_bytes : grouped_workspace_bytes<Problem>(count));
   std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
   std::memcpy(staged.data() + offset, starts.data(), starts.size() * sizeof(long long));
+  if (tail_bytes > 0) std::memcpy(staged.data() + tail_offset, tail, tail_bytes);
   // From pageable memory: the runtime has taken the bytes when the call returns.
   HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(workspace, staged.data(), staged.size(), hipMemcpyHostToDevice, stream));
   auto* base = static_cast<unsigned char*>(workspace);

@@ -234,13 +234,13 @@ struct WarpSpecialisedMainloop {
   }
 };
 
-/// A producer's walk over the stage ring: for each of the block's work items calls
-/// start(a, b, m_base, n_base) with the item's operands, then for every K tile of the item waits
-/// until the consumers have freed its stage and calls fill(a, b, s, m_base, n_base, k) to fill stage s with the
-/// tiles of A at (m_base, k) and of B at (n_base, k).
-template <typename Cfg, typename Ring, typename Schedule, typename Start, typename Fill>
-HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_free_stage(const Ring& ring, const Schedule& schedule, Start&& start,
-                                                       Fill&& fill) {
+/// A producer's walk over the stage ring, in the consumers' order: for each of the block's work
+/// items calls start(a, b, m_base, n_base) with the item's operands, then for every K tile of the
+/// item visit(a, b, s, pass, m_base, n_base, k) with its stage s, the ring's pass over the stages
+/// (the parity of the stage's barrier phase) and the tile's coordinates: A at (m_base, k), B at
+/// (n_base, k).
+template <typename Cfg, typename Schedule, typename Start, typename Visit>
+HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_stage(const Schedule& schedule, Start&& start, Visit&& visit) {
   int s = 0;
   std::uint32_t pass = 0;
   for (int item = static_cast<int>(blockIdx.x); item < schedule.items; item += static_cast<int>(gridDim.x)) {
@@ -248,12 +248,23 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_free_stage(const Ring& ring, const S
       const int m_base = w.tile.m * Cfg::kBlockM, n_base = w.tile.n * Cfg::kBlockN;
       start(a, b, m_base, n_base);
       for (int t = 0; t < w.kt_count; ++t) {
-        mbarrier_wait(&ring.empty[s], pass ^ 1u);
-        fill(a, b, s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);
+        visit(a, b, s, pass, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);
         if (++s == Cfg::kStages) s = 0, pass ^= 1u;
       }
     });
   }
+}
+
+/// for_each_stage whose K tiles wait until the consumers have freed the stage, then
+/// fill(a, b, s, m_base, n_base, k) fills it.
+template <typename Cfg, typename Ring, typename Schedule, typename Start, typename Fill>
+HIPGRAD_DEVICE HIPGRAD_INLINE void for_each_free_stage(const Ring& ring, const Schedule& schedule, Start&& start,
+                                                       Fill&& fill) {
+  for_each_stage<Cfg>(schedule, start,
+                      [&](const auto& a, const auto& b, int s, std::uint32_t pass, int m_base, int n_base, int k) {
+                        mbarrier_wait(&ring.empty[s], pass ^ 1u);
+                        fill(a, b, s, m_base, n_base, k);
+                      });
 }
 
 /// The TMA producer: one thread per K tile waits for the stage to be free, announces its bytes

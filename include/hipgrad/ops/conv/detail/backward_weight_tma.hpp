@@ -90,6 +90,12 @@ gemm::TensorMapShape x_box_map(const Problem<NDim>& problem, int element_bytes, 
 template <int NDim>
 const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void* x, const void* dy, int element_bytes);
 
+/// The part of backward_weight_tma_blocker that the pointers do not enter, for `boxes`
+/// (weight_position_boxes'): what is left is each map's tensor_map_blocker with its pointer.
+template <int NDim>
+const char* backward_weight_box_blocker(const Problem<NDim>& problem, int element_bytes,
+                                        const PositionBoxes<NDim>& boxes);
+
 /// A map's leading coordinates (channel, then g where it is a dimension) for group g.
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE int map_channels(const ActivationMapForm& form, int group, int channel, int* c) {
   int r = 0;
@@ -185,12 +191,12 @@ struct WeightBoxPlan {
 /// Boxes of each split but perhaps the last.
 inline Index boxes_per_split(Index boxes, int splits) { return ceil_div(boxes, static_cast<Index>(splits)); }
 
-/// The plan for blocks of block_m × block_n with panels panel_bytes apart and K tiles of `bk`
-/// positions.
+/// The plan for blocks of block_m × block_n with panels panel_bytes apart and K tiles of
+/// `boxes` (weight_position_boxes', boxes.rows() positions each).
 template <typename T, int NDim>
-WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, const unsigned char* maps_on_device,
-                                       int block_m, int block_n, int bk, int panel_bytes, int splits,
-                                       float* split_sums);
+WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, const PositionBoxes<NDim>& boxes, T* dw,
+                                       const unsigned char* maps_on_device, int block_m, int block_n, int panel_bytes,
+                                       int splits, float* split_sums);
 
 // ---- definitions ---------------------------------------------------------------------------
 
@@ -334,6 +340,15 @@ gemm::TensorMapShape x_box_map(const Problem<NDim>& problem, int element_bytes, 
 template <int NDim>
 const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void* x, const void* dy,
                                         int element_bytes) {
+  const PositionBoxes<NDim> boxes = weight_position_boxes(problem, kTmaRowBytes / element_bytes);
+  if (const char* blocker = backward_weight_box_blocker(problem, element_bytes, boxes)) return blocker;
+  if (const char* blocker = gemm::tensor_map_blocker(dy_box_map(problem, element_bytes, boxes), dy)) return blocker;
+  return gemm::tensor_map_blocker(x_box_map(problem, element_bytes, boxes), x);
+}
+
+template <int NDim>
+const char* backward_weight_box_blocker(const Problem<NDim>& problem, int element_bytes,
+                                        const PositionBoxes<NDim>& boxes) {
   const ConvParams<NDim>& p = problem.params;
   if (problem.output_strides[2] != 1) return "dy's channels are not contiguous (tensor maps read runs of channels)";
   if (problem.input_strides[2] != 1) return "x's channels are not contiguous (tensor maps read runs of them)";
@@ -346,23 +361,21 @@ const char* backward_weight_tma_blocker(const Problem<NDim>& problem, const void
   for (int d = 0; d < NDim; ++d) {
     if (p.strides[d] > kMaxBoxStep) return "a convolution stride above 8 (a tensor map steps at most 8 elements)";
   }
-  const PositionBoxes<NDim> boxes = weight_position_boxes(problem, kTmaRowBytes / element_bytes);
   if (boxes.rows() != kTmaRowBytes / element_bytes) {
     return "no box of exactly one K tile of output positions lies within x where it must (N = 1 without an n "
            "dimension, and output lengths that leave x unread past them)";
   }
-  if (const char* blocker = gemm::tensor_map_blocker(dy_box_map(problem, element_bytes, boxes), dy)) return blocker;
-  return gemm::tensor_map_blocker(x_box_map(problem, element_bytes, boxes), x);
+  return nullptr;
 }
 
 template <typename T, int NDim>
-WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, T* dw, const unsigned char* maps_on_device,
-                                       int block_m, int block_n, int bk, int panel_bytes, int splits,
-                                       float* split_sums) {
+WeightBoxPlan<T, NDim> weight_box_plan(const Problem<NDim>& problem, const PositionBoxes<NDim>& boxes, T* dw,
+                                       const unsigned char* maps_on_device, int block_m, int block_n, int panel_bytes,
+                                       int splits, float* split_sums) {
   constexpr int kBytes = static_cast<int>(sizeof(T));
   constexpr int kPanel = kTmaRowBytes / kBytes;
   const ConvParams<NDim>& p = problem.params;
-  const PositionBoxes<NDim> boxes = weight_position_boxes(problem, bk);
+  const int bk = boxes.rows();
   const Index cp = panel_channels<T>(p.C);
   const WeightExtents e = weight_extents<NDim>(problem, cp);
   WeightBoxPlan<T, NDim> plan;

@@ -1,0 +1,35 @@
+/// @file plan_key.hpp
+/// @brief The key of a convolution op's recent plans (core/plan_cache.hpp): every field of the
+///        problem and the device, so that a hit is exactly the plan the call would make.
+#pragma once
+
+#include <vector>
+
+#include "hipgrad/core/device_info.hpp"
+#include "hipgrad/core/plan_cache.hpp"
+#include "hipgrad/core/strides.hpp"
+#include "hipgrad/ops/conv/problem.hpp"
+
+namespace hipgrad::conv::detail {
+
+/// 64 words hold a 3-D problem's 47.
+using ConvPlanKey = PlanKey<64>;
+
+template <int NDim>
+ConvPlanKey conv_plan_key(const DeviceInfo& device, const Problem<NDim>& problem) {
+  const ConvParams<NDim>& p = problem.params;
+  ConvPlanKey key;
+  key.add(device.device).add(p.G).add(p.N).add(p.K).add(p.C);
+  for (int d = 0; d < NDim; ++d) {
+    key.add(p.filter[d]).add(p.input[d]).add(p.strides[d]).add(p.dilations[d]);
+    key.add(p.left_pads[d]).add(p.right_pads[d]);
+  }
+  for (const std::vector<Index>* strides : {&problem.input_strides, &problem.output_strides, &problem.weight_strides}) {
+    key.add(static_cast<Index>(strides->size()));
+    for (const Index s : *strides) key.add(s);
+  }
+  key.add(static_cast<Index>(problem.algorithm)).add(problem.allow_tf32 ? 1 : 0).add(problem.split_k);
+  return key;
+}
+
+}  // namespace hipgrad::conv::detail
