@@ -88,7 +88,7 @@ MUTATIONS = [
         targets=GEMM,
         filter={"test_gemm": "GemmTest*Gather*:GemmLayout*"},
     ),
-    # The TMA kernel's own K coordinate (the producers' walk, for_each_free_stage, which the gather
+    # The TMA kernel's own K coordinate (the producers' walk, for_each_stage, which the gather
     # kernel shares): on sm_90a kAuto takes the TMA kernel for aligned
     # fp16/bf16/TF32 operands (OddSizesEveryLayout's padded layouts, AlphaBeta, SplitK's padded
     # row-major case, SecondTileConfigEveryLayout, PersistentBlocksWalkSeveralTiles), and
@@ -97,8 +97,8 @@ MUTATIONS = [
         id="gemm_tma_k_off_by_one",
         bug="GEMM TMA producer loads the K tiles of A and B one element too far along K",
         file="include/hipgrad/primitives/gemm/tma_mainloop.hpp",
-        old="fill(a, b, s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);",
-        new="fill(a, b, s, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK + 1);",
+        old="visit(a, b, s, pass, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);",
+        new="visit(a, b, s, pass, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK + 1);",
         targets=GEMM,
         filter={"test_gemm": GEMM_ALL},
     ),
