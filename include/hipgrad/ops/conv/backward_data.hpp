@@ -195,8 +195,8 @@ class BackwardData {
 
   /// The sub-problem table, then the maps (w's, and dy's: one per phase at most), 128-byte aligned.
   static std::size_t box_workspace_bytes(int count, int phases) {
-    return round_up(gemm::grouped_workspace_bytes<BoxSubProblem>(count), kTensorMapBytes) +
-           static_cast<std::size_t>(phases + 1) * kTensorMapBytes;
+    return gemm::grouped_tail_workspace_bytes<BoxSubProblem>(count,
+                                                             static_cast<std::size_t>(phases + 1) * kTensorMapBytes);
   }
 
   /// visit(TileCfg{}) with the configuration the box path runs: the narrowest of ThinCfg,
@@ -229,13 +229,11 @@ class BackwardData {
   /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
   /// (the reason) where it is forced and cannot run.
   static Status box_choice(const Problem& problem, const Args& args, bool* boxes) {
-    *boxes = false;
     const bool forced = problem.algorithm == Algorithm::kTmaBoxes;
-    if (!forced && !auto_may_run_boxes(problem)) return Status::ok();
-    const Status status = with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); });
-    if (forced) HIPGRAD_RETURN_IF_ERROR(status);
-    *boxes = status.is_ok();
-    return Status::ok();
+    return detail::choose_box_path(
+        forced || auto_may_run_boxes(problem), forced,
+        [&] { return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); }); },
+        boxes);
   }
 
   /// ok where the box path runs `problem` here with configuration TileCfg.

@@ -76,10 +76,7 @@ class BackwardWeight {
   /// larger of the two.
   static std::size_t workspace_size(const Problem& problem) {
     if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
-    const std::size_t boxes = may_run_boxes(problem) ? box_geometry(problem).layout.total : 0;
-    if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
-    const std::size_t other = channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
-    return boxes > other ? boxes : other;
+    return required_workspace(problem, box_geometry(problem));
   }
 
   /// Defined after the class (not inline), so that an `extern template` declaration of the op
@@ -225,6 +222,7 @@ class BackwardWeight {
   using BoxB = detail::XBoxPatches<T, NDim>;
   using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
   static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
+  static constexpr std::size_t kMapBytes = 2 * detail::kTensorMapBytes;                 ///< dy's and x's maps
   /// Whether C's tiles are whole panels: a K tile of kBoxRows positions, blocks of whole panels.
   template <typename C>
   static constexpr bool box_tiles_of() {
@@ -286,8 +284,8 @@ class BackwardWeight {
   /// The box path's workspace: the sub-problem table, the two maps (128-byte aligned), then with
   /// several splits their fp32 sums (256-byte aligned).
   struct BoxLayout {
-    std::size_t table = 0;
     std::size_t maps = 0;
+    std::size_t staged = 0;  ///< the table and the maps, one copy a launch
     std::size_t sums = 0;
     std::size_t total = 0;
   };
@@ -315,6 +313,14 @@ class BackwardWeight {
     return recent.find_or_make(detail::conv_plan_key(device, problem), [&] { return make_box_geometry(problem); });
   }
 
+  /// workspace_size of a checked problem whose box geometry is `geometry`.
+  static std::size_t required_workspace(const Problem& problem, const BoxGeometry& geometry) {
+    const std::size_t boxes = may_run_boxes(problem) ? geometry.layout.total : 0;
+    if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
+    const std::size_t other = channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
+    return boxes > other ? boxes : other;
+  }
+
   static BoxGeometry make_box_geometry(const Problem& problem) {
     BoxGeometry g;
     g.boxes = detail::weight_position_boxes(problem, kBoxRows);
@@ -323,10 +329,10 @@ class BackwardWeight {
     g.splits =
         with_box_config(problem, [&](auto config) { return splits_over<decltype(config)>(problem, g.extents); });
     const int count = static_cast<int>(problem.params.G * g.splits);
-    g.layout.table = gemm::grouped_workspace_bytes<BoxSubProblem>(count);
     g.layout.maps = gemm::grouped_tail_offset<BoxSubProblem>(count);  // where the box launch puts them
-    g.layout.sums = round_up(g.layout.maps + 2 * detail::kTensorMapBytes, std::size_t{256});
-    g.layout.total = g.splits == 1 ? g.layout.maps + 2 * detail::kTensorMapBytes
+    g.layout.staged = gemm::grouped_tail_workspace_bytes<BoxSubProblem>(count, kMapBytes);
+    g.layout.sums = round_up(g.layout.staged, std::size_t{256});
+    g.layout.total = g.splits == 1 ? g.layout.staged
                                    : g.layout.sums + static_cast<std::size_t>(g.splits) *
                                                          static_cast<std::size_t>(problem.params.G * g.extents.m *
                                                                                   g.extents.n) *
@@ -356,12 +362,8 @@ class BackwardWeight {
   /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
   /// (the reason) where it is forced and cannot run.
   static Status box_choice(const Problem& problem, const Args& args, const BoxGeometry& geometry, bool* boxes) {
-    *boxes = false;
-    if (!may_run_boxes(problem)) return Status::ok();
-    const Status status = box_status(args, geometry);
-    if (problem.algorithm == Algorithm::kTmaBoxes) HIPGRAD_RETURN_IF_ERROR(status);
-    *boxes = status.is_ok();
-    return Status::ok();
+    return detail::choose_box_path(may_run_boxes(problem), problem.algorithm == Algorithm::kTmaBoxes,
+                                   [&] { return box_status(args, geometry); }, boxes);
   }
 
   static constexpr const char* kNoBoxes = "algorithm tma_boxes cannot run: ";
@@ -411,8 +413,8 @@ template <typename T, int NDim, typename Cfg>
 Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& args, void* workspace,
                                          std::size_t workspace_bytes, hipStream_t stream) {
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
-  HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
   const BoxGeometry geometry = box_geometry(problem);
+  HIPGRAD_RETURN_IF_ERROR(check_workspace(required_workspace(problem, geometry), workspace, workspace_bytes));
   bool boxes = false;
   HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, geometry, &boxes));
   if (boxes) return run_boxes(problem, args, geometry, workspace, stream);
@@ -463,7 +465,7 @@ Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const 
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
     HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(
-        plan.problems.data(), static_cast<int>(plan.problems.size()), maps, 2, workspace, l.maps + sizeof(maps),
+        plan.problems.data(), static_cast<int>(plan.problems.size()), maps, 2, workspace, l.staged,
         current_device_info(), stream));
     if (splits == 1) return Status::ok();
     return gemm::launch_split_k_reduction(

@@ -193,17 +193,10 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
   __trap();
 }
 
-/// Bytes of workspace a box launch of `count` sub-problems and `map_count` tensor maps needs: the
-/// sub-problems, their item starts, then the maps at grouped_tail_offset<SubProblem<…>>(count),
-/// where the sub-problems' operands must point.
-template <typename Problem>
-std::size_t box_workspace_bytes(int count, int map_count) {
-  return grouped_tail_offset<Problem>(count) + static_cast<std::size_t>(map_count) * sizeof(CUtensorMap);
-}
-
 /// Launches grouped_box_tile_gemm over `count` sub-problems that read the `map_count` tensor maps
 /// `maps`: the sub-problems, their item starts and the maps go to `workspace`
-/// (box_workspace_bytes<SubProblem<…>>(count, map_count)) in one copy on `stream`.
+/// (grouped_tail_workspace_bytes of them; the maps at grouped_tail_offset, where the operands must
+/// point) in one copy on `stream`.
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
 Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count,
                                const CUtensorMap* maps, int map_count, void* workspace, std::size_t bytes,
@@ -219,7 +212,8 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     if (static_cast<std::size_t>(shared) > device.shared_per_block_opt_in) {
       return Status::not_supported("the configuration needs more shared memory per block than the device allows");
     }
-    HIPGRAD_RETURN_IF_ERROR(check_workspace(box_workspace_bytes<Problem>(count, map_count), workspace, bytes));
+    const std::size_t map_bytes = static_cast<std::size_t>(map_count) * sizeof(CUtensorMap);
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(grouped_tail_workspace_bytes<Problem>(count, map_bytes), workspace, bytes));
     std::vector<GroupedExtent> extents(static_cast<std::size_t>(count));
     for (int g = 0; g < count; ++g)
       extents[static_cast<std::size_t>(g)] = {problems[g].a.mn_size(), problems[g].b.mn_size()};
@@ -227,8 +221,7 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     if (starts.back() > INT_MAX) return Status::not_supported("more than 2^31 - 1 output tiles over the sub-problems");
     if (starts.back() == 0) return Status::ok();
     GroupedProblems<OperandA, OperandB, Epilogue> staged{};
-    HIPGRAD_RETURN_IF_ERROR(stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps,
-                                                   static_cast<std::size_t>(map_count) * sizeof(CUtensorMap)));
+    HIPGRAD_RETURN_IF_ERROR(stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps, map_bytes));
     const auto kernel = grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>;
     HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(shared)));
     const long long blocks = starts.back() < device.multiprocessors ? starts.back() : device.multiprocessors;

@@ -62,6 +62,11 @@ template <typename Problem>
 std::size_t grouped_tail_offset(int count) {
   return round_up(grouped_workspace_bytes<Problem>(count), std::size_t{128});
 }
+/// Bytes of workspace for `count` sub-problems, their item starts and `tail_bytes` behind them.
+template <typename Problem>
+std::size_t grouped_tail_workspace_bytes(int count, std::size_t tail_bytes) {
+  return grouped_tail_offset<Problem>(count) + tail_bytes;
+}
 
 /// Copies `count` sub-problems and their item starts to `workspace` (grouped_workspace_bytes of
 /// it), and `tail_bytes` from `tail` to grouped_tail_offset, on `stream`, in one copy, and gives
@@ -73,11 +78,11 @@ Status stage_grouped_problems(const SubProblem<LoaderA, LoaderB, Epilogue>* prob
                               const void* tail = nullptr, std::size_t tail_bytes = 0) {
   using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
   const std::size_t offset = grouped_starts_offset<Problem>(count);
-  const std::size_t tail_offset = grouped_tail_offset<Problem>(count);
-  std::vector<unsigned char> staged(tail_bytes > 0 ? tail_offset + tail_bytes : grouped_workspace_bytes<Problem>(count));
+  std::vector<unsigned char> staged(tail_bytes > 0 ? grouped_tail_workspace_bytes<Problem>(count, tail_bytes)
+                                                  : grouped_workspace_bytes<Problem>(count));
   std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
   std::memcpy(staged.data() + offset, starts.data(), starts.size() * sizeof(long long));
-  if (tail_bytes > 0) std::memcpy(staged.data() + tail_offset, tail, tail_bytes);
+  if (tail_bytes > 0) std::memcpy(staged.data() + grouped_tail_offset<Problem>(count), tail, tail_bytes);
   // From pageable memory: the runtime has taken the bytes when the call returns.
   HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(workspace, staged.data(), staged.size(), hipMemcpyHostToDevice, stream));
   auto* base = static_cast<unsigned char*>(workspace);

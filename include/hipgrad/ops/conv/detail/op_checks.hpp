@@ -100,4 +100,17 @@ gemm::TileGemmRequest gemm_request(const Problem<NDim>& problem) {
   return request;
 }
 
+/// A call's choice of the box path from one evaluation of `box_status()`: where it `may` run,
+/// *boxes is whether it does; where it is `forced` and cannot, the reason (kAuto then takes
+/// another path).
+template <typename BoxStatus>
+Status choose_box_path(bool may, bool forced, BoxStatus&& box_status, bool* boxes) {
+  *boxes = false;
+  if (!may) return Status::ok();
+  const Status status = box_status();
+  if (forced) HIPGRAD_RETURN_IF_ERROR(status);
+  *boxes = status.is_ok();
+  return Status::ok();
+}
+
 }  // namespace hipgrad::conv::detail
