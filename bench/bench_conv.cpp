@@ -1,19 +1,22 @@
 /// @file bench_conv.cpp
 /// @brief Convolution benchmark: conv::BackwardData and conv::BackwardWeight on the acceptance
-///        list (the seed's problem, ResNet 3×3 and 1×1, a 3-D and a 1-D problem, grouped ones, CK's
-///        grouped 3-D default) in fp16, bf16, exact fp32 and TF32, channels-last (NHWGC); one JSON
-///        line each (bench_harness.hpp) with TFLOP/s and TB/s against the least bytes (each tensor
-///        once). bench/torch_conv.py times cuDNN on the same lines.
+///        lists (dense: the seed's problem, ResNet 3×3 and 1×1, a 3-D and a 1-D problem, CK's
+///        grouped 3-D default; grouped: two grouped ones and CK's; few: depthwise and few channels
+///        per group from published networks) in fp16, bf16, exact fp32 and TF32, channels-last
+///        (NHWGC) or NCHW (NGCHW); one JSON line each (bench_harness.hpp) with TFLOP/s and TB/s
+///        against the least bytes (each tensor once). bench/torch_conv.py times cuDNN on the same
+///        lines.
 ///
 ///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
-///              [--problems=all|dense|grouped] [--algorithm=auto|gather|matrix|simt|tma_boxes]
-///              [--host-us]
+///              [--problems=all|dense|grouped|few] [--cases=label,...] [--layouts=nhwgc,ngchw]
+///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct] [--host-us]
 ///
 /// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
 /// host_microseconds_per_call). Where it exceeds a call's GPU time the timed runs wait for the
 /// host, and "ms" is the host's time, not the kernels'.
 /// A forced algorithm that cannot run a line skips it with the reason (on stderr).
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -58,13 +61,39 @@ std::vector<ConvCase> cases(const std::string& which) {
       {"grouped4_s2", 2, 4, 64, 64, 64, {3, 3, 1}, {56, 56, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
       {"ck3d", 3, 4, 1, 128, 256, {3, 3, 3}, {14, 14, 14}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
   };
+  // Depthwise and few channels per group, from the published networks (G, N, K and C per group).
+  std::vector<ConvCase> few = {
+      {"convnext_t_s1_dw7", 2, 96, 32, 1, 1, {7, 7, 1}, {56, 56, 1}, {1, 1, 1}, {1, 1, 1}, {3, 3, 0}},
+      {"convnext_t_s2_dw7", 2, 192, 32, 1, 1, {7, 7, 1}, {28, 28, 1}, {1, 1, 1}, {1, 1, 1}, {3, 3, 0}},
+      {"convnext_t_s3_dw7", 2, 384, 32, 1, 1, {7, 7, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {3, 3, 0}},
+      {"mobilenetv2_dw3_112", 2, 32, 64, 1, 1, {3, 3, 1}, {112, 112, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"mobilenetv2_dw3s2_56", 2, 144, 64, 1, 1, {3, 3, 1}, {56, 56, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"mobilenetv2_dw3_28", 2, 192, 64, 1, 1, {3, 3, 1}, {28, 28, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"mobilenetv3_dw3s2_112", 2, 64, 64, 1, 1, {3, 3, 1}, {112, 112, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"efficientnet_b0_dw5s2_28", 2, 240, 64, 1, 1, {5, 5, 1}, {28, 28, 1}, {2, 2, 1}, {1, 1, 1}, {2, 2, 0}},
+      {"efficientnet_b0_dw5_14", 2, 672, 64, 1, 1, {5, 5, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {2, 2, 0}},
+      {"x3d_m_dw333_28", 3, 192, 4, 1, 1, {3, 3, 3}, {16, 28, 28}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+      {"csn_dw333_s2", 3, 256, 4, 1, 1, {3, 3, 3}, {8, 56, 56}, {1, 2, 2}, {1, 1, 1}, {1, 1, 1}},
+      {"conformer_dw31_1d", 1, 512, 32, 1, 1, {31, 1, 1}, {512, 1, 1}, {1, 1, 1}, {1, 1, 1}, {15, 0, 0}},
+      {"convtasnet_dw3_d8_1d", 1, 512, 8, 1, 1, {3, 1, 1}, {3000, 1, 1}, {1, 1, 1}, {8, 1, 1}, {8, 0, 0}},
+      {"resnext50_s1_g32x4", 2, 32, 64, 4, 4, {3, 3, 1}, {56, 56, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"resnext50_s2_g32x8", 2, 32, 64, 8, 8, {3, 3, 1}, {28, 28, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"resnext50_s3_g32x16", 2, 32, 64, 16, 16, {3, 3, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"regnetx_400mf_g10x16", 2, 10, 64, 16, 16, {3, 3, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"resnext50_s4_g32x32", 2, 32, 64, 32, 32, {3, 3, 1}, {7, 7, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"regnety_1_6gf_g14x24", 2, 14, 64, 24, 24, {3, 3, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"audio_1d_g16x32", 1, 16, 16, 32, 32, {5, 1, 1}, {2000, 1, 1}, {1, 1, 1}, {1, 1, 1}, {2, 0, 0}},
+  };
   if (which == "dense") return dense;
   if (which == "grouped") return grouped;
+  if (which == "few") return few;
   dense.insert(dense.end(), grouped.begin(), grouped.end());
+  dense.insert(dense.end(), few.begin(), few.end());
   return dense;
 }
 
 hc::Algorithm g_algorithm = hc::Algorithm::kAuto;
+hc::ConvLayout g_layout = hc::ConvLayout::kNHWGC;
 bool g_host_us = false;
 
 template <int NDim>
@@ -75,7 +104,7 @@ hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
     p.filter[d] = cc.filter[d], p.input[d] = cc.input[d], p.strides[d] = cc.stride[d];
     p.dilations[d] = cc.dilation[d], p.left_pads[d] = cc.pad[d], p.right_pads[d] = cc.pad[d];
   }
-  hc::Problem<NDim> problem = hc::Problem<NDim>::packed(p, hc::ConvLayout::kNHWGC);
+  hc::Problem<NDim> problem = hc::Problem<NDim>::packed(p, g_layout);
   problem.allow_tf32 = tf32;
   problem.algorithm = g_algorithm;
   return problem;
@@ -163,7 +192,7 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
       .add_list("stride", list_of(cc.stride, NDim))
       .add_list("dilation", list_of(cc.dilation, NDim))
       .add_list("pad", list_of(cc.pad, NDim))
-      .add("layout", "nhwgc")
+      .add("layout", g_layout == hc::ConvLayout::kNGCHW ? "ngchw" : "nhwgc")
       .add("name", Op::name(problem, args(0)))
       .add("ms", ms)
       .add("tflops", static_cast<double>(p.flops()) / (ms * 1e-3) / 1e12)
@@ -187,7 +216,8 @@ Status measure_case(const std::string& op, const ConvCase& cc, const char* dtype
 }
 
 Status run(const std::string& op, const ConvCase& cc, const std::string& dtype, int repeats) {
-  if (op != "bwd_data" && op != "bwd_weight") return Status::invalid_argument("unknown op " + op + " (bwd_data, bwd_weight)");
+  if (op != "bwd_data" && op != "bwd_weight")
+    return Status::invalid_argument("unknown op " + op + " (bwd_data, bwd_weight)");
   if (dtype == "fp16") return measure_case<hipgrad::half>(op, cc, "fp16", false, repeats);
   if (dtype == "bf16") return measure_case<hipgrad::bfloat16>(op, cc, "bf16", false, repeats);
   if (dtype == "fp32") return measure_case<float>(op, cc, "fp32", false, repeats);
@@ -200,32 +230,46 @@ Status run(const std::string& op, const ConvCase& cc, const std::string& dtype, 
 int main(int argc, char** argv) {
   hipgrad::host::ExampleArgs args;
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
-  if (s.is_ok()) s = args.reject_unknown_options({"ops", "dtypes", "repeats", "problems", "algorithm", "host-us"});
+  if (s.is_ok())
+    s = args.reject_unknown_options(
+        {"ops", "dtypes", "repeats", "problems", "cases", "layouts", "algorithm", "host-us"});
   const auto repeats = static_cast<int>(args.get_int("repeats", 20));
   const std::string algorithm = args.get_string("algorithm", "auto");
   bool known = false;
-  for (int a = 0; a <= static_cast<int>(hc::Algorithm::kTmaBoxes); ++a) {
-    if (algorithm == hc::algorithm_name(static_cast<hc::Algorithm>(a))) g_algorithm = static_cast<hc::Algorithm>(a), known = true;
+  for (int a = 0; a <= static_cast<int>(hc::kLastAlgorithm); ++a) {
+    if (algorithm == hc::algorithm_name(static_cast<hc::Algorithm>(a)))
+      g_algorithm = static_cast<hc::Algorithm>(a), known = true;
   }
-  if (s.is_ok() && !known) s = Status::invalid_argument("--algorithm takes auto, gather, matrix, simt or tma_boxes");
+  if (s.is_ok() && !known)
+    s = Status::invalid_argument("--algorithm takes auto, gather, matrix, simt, tma_boxes or direct");
   const std::string which = args.get_string("problems", "all");
   g_host_us = args.get_bool("host-us", false);
   if (s.is_ok()) s = args.option_status();
-  if (s.is_ok() && which != "all" && which != "dense" && which != "grouped") {
-    s = Status::invalid_argument("--problems takes all, dense or grouped");
+  if (s.is_ok() && which != "all" && which != "dense" && which != "grouped" && which != "few") {
+    s = Status::invalid_argument("--problems takes all, dense, grouped or few");
+  }
+  const std::vector<std::string> layouts = hipgrad::bench::split_list(args.get_string("layouts", "nhwgc"));
+  const std::vector<std::string> only = hipgrad::bench::split_list(args.get_string("cases", ""));
+  for (const std::string& l : layouts) {
+    if (s.is_ok() && l != "nhwgc" && l != "ngchw") s = Status::invalid_argument("--layouts takes nhwgc and ngchw");
   }
   if (!s.is_ok() || repeats < 1) {
     std::fprintf(stderr, "bench_conv: %s\n", s.is_ok() ? "--repeats must be positive" : s.to_string().c_str());
     return 2;
   }
   if (!hipgrad::host::require_gpu("bench_conv")) return 1;
-  for (const std::string& op : hipgrad::bench::split_list(args.get_string("ops", "bwd_data,bwd_weight"))) {
-    for (const ConvCase& cc : cases(which)) {
-      for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,fp32,tf32"))) {
-        s = run(op, cc, dtype, repeats);
-        if (!s.is_ok()) {
-          std::fprintf(stderr, "bench_conv: %s %s %s: %s\n", op.c_str(), cc.label, dtype.c_str(), s.to_string().c_str());
-          return 1;
+  for (const std::string& layout : layouts) {
+    g_layout = layout == "ngchw" ? hc::ConvLayout::kNGCHW : hc::ConvLayout::kNHWGC;
+    for (const std::string& op : hipgrad::bench::split_list(args.get_string("ops", "bwd_data,bwd_weight"))) {
+      for (const ConvCase& cc : cases(which)) {
+        if (!only.empty() && std::find(only.begin(), only.end(), std::string(cc.label)) == only.end()) continue;
+        for (const std::string& dtype : hipgrad::bench::split_list(args.get_string("dtypes", "fp16,bf16,fp32,tf32"))) {
+          s = run(op, cc, dtype, repeats);
+          if (!s.is_ok()) {
+            std::fprintf(stderr, "bench_conv: %s %s %s %s: %s\n", layout.c_str(), op.c_str(), cc.label, dtype.c_str(),
+                         s.to_string().c_str());
+            return 1;
+          }
         }
       }
     }

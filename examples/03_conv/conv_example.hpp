@@ -34,7 +34,8 @@ constexpr const char* kOptionsHelp =
     "  --dtype=fp16|bf16|fp32        dy, w and dx (default fp16)\n"
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
-    "  --algorithm=auto              auto, gather, matrix, simt or tma_boxes (a forced one that cannot run is an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes or direct (a forced one that cannot run is\n"
+    "                                an error)\n"
     "  --repeats=20                  timed runs when time=1\n";
 constexpr const char* kWeightOptionsHelp =
     "options:\n"
@@ -42,7 +43,7 @@ constexpr const char* kWeightOptionsHelp =
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
     "  --split-k=auto                splits of the reduction over N and the output positions: a count, or auto\n"
-    "  --algorithm=auto              auto, gather, matrix or simt (a forced one that cannot run is an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt or direct (a forced one that cannot run is an error)\n"
     "  --repeats=20                  timed runs when time=1\n";
 
 /// The command line's convolution, dtype and options; `grouped`: the sizes start NDim G N K C.
@@ -80,13 +81,13 @@ inline Status parse_layout(const std::string& text, hc::ConvLayout* layout) {
 
 inline Status parse_algorithm(const std::string& text, hc::Algorithm* algorithm) {
   for (hc::Algorithm a : {hc::Algorithm::kAuto, hc::Algorithm::kGather, hc::Algorithm::kMatrix, hc::Algorithm::kSimt,
-                          hc::Algorithm::kTmaBoxes}) {
+                          hc::Algorithm::kTmaBoxes, hc::Algorithm::kDirect}) {
     if (text == hc::algorithm_name(a)) {
       *algorithm = a;
       return Status::ok();
     }
   }
-  return Status::invalid_argument("bad option --algorithm=" + text + ": expected auto, gather, matrix, simt or tma_boxes");
+  return Status::invalid_argument("bad option --algorithm=" + text + ": expected auto, gather, matrix, simt, tma_boxes or direct");
 }
 
 /// Reads the sizes (NDim, [G,] N, K, C and 6·NDim spatial values) and the options; `weight`:

@@ -27,6 +27,7 @@
 #include "hipgrad/host/reference/conv.hpp"
 #include "conv/conv_test_checks.hpp"
 #include "conv/conv_test_problems.hpp"
+#include "conv/conv_test_runs.hpp"
 #include "conv_instances.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
 
@@ -41,41 +42,7 @@ using hipgrad::conv::Problem;
 using hipgrad::test::with_kind;
 using namespace hipgrad::host;
 
-/// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
-template <typename T, int NDim>
-std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
-  using Op = hipgrad::conv::BackwardData<T, NDim>;
-  const ConvParams<NDim>& p = problem.params;
-  SCOPED_TRACE(problem.to_string() + " " + init_method_name(init));
-  Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
-  Tensor<T> dx(p.input_lengths(), problem.input_strides);
-  fill(dy, init, seed);
-  fill(w, init, seed + 1);
-  for (T& v : dx.storage()) v = hipgrad::test::poison_nan<T>();
-  Tensor<double> expected(p.input_lengths());
-  const Status reference = reference::conv_backward_data(dy, w, expected, p);
-  EXPECT_TRUE(reference.is_ok()) << reference.to_string();
-
-  DeviceBuffer<T> ddy, dw, ddx;
-  DeviceBuffer<unsigned char> workspace;
-  EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
-  EXPECT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
-  EXPECT_TRUE(ddx.allocate(dx.storage().size()).is_ok() && ddx.copy_from(dx).is_ok());
-  EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
-  EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
-  const typename Op::Args args{ddy.data(), dw.data(), ddx.data()};
-  const std::string name = Op::name(problem, args);
-  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
-  EXPECT_TRUE(s.is_ok()) << name << ": " << s.to_string();
-  EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
-  Tensor<T> result(p.input_lengths(), problem.input_strides);
-  EXPECT_TRUE(ddx.copy_to(result).is_ok());
-
-  Index terms = p.K;
-  for (int d = 0; d < NDim; ++d) terms *= p.filter[d];
-  hipgrad::test::expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
-  return name;
-}
+using hipgrad::test::check_backward_data;
 
 template <typename T, int NDim>
 void check_every_path(const Problem<NDim>& problem, std::uint64_t seed) {
@@ -183,53 +150,58 @@ TYPED_TEST(ConvBackwardDataTest, RunsAreBitwiseRepeatable) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0);
 }
 
-/// A dx of more than 2^31 elements (fp16, 1-D, 8 × (2^28 + 5) elements): 64-bit offsets in the
-/// loaders and the epilogue. dx is poisoned first and must hold no NaN afterwards; sampled
+/// A dx of more than 2^31 elements (fp16, 1-D, 8 × (2^28 + 5) elements), on kAuto's path and the
+/// direct kernels: 64-bit offsets in the loaders and the epilogue. dx is poisoned first and must hold no NaN afterwards; sampled
 /// elements (the first, the last, seeded random ones) are compared with sums computed here.
 TEST(ConvBackwardDataLarge, DxOfMoreThan2To31Elements) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = hipgrad::half;
   using Op = hipgrad::conv::BackwardData<T, 1>;
   const ConvParams<1> p = hipgrad::test::conv_params<1>(1, 1, 8, 8, {3}, {(Index{1} << 28) + 5}, {2}, {1}, {1}, {1});
-  const Problem<1> problem = Problem<1>::packed(p);
-  const Index dx_elements = Problem<1>::element_space(p.input_lengths(), problem.input_strides);
-  const Index dy_elements = Problem<1>::element_space(p.output_lengths(), problem.output_strides);
-  ASSERT_GT(dx_elements, Index{1} << 31);
-  // Small integers, exact in fp16 and in every sum here: dy from its offset, w from its index.
-  auto dy_value = [](Index offset) { return static_cast<double>(offset % 7 - 3); };
-  std::vector<T> dy(static_cast<std::size_t>(dy_elements));
-  for (Index e = 0; e < dy_elements; ++e) dy[static_cast<std::size_t>(e)] = hipgrad::type_convert<T>(dy_value(e));
-  Tensor<T> w(p.weight_lengths(), problem.weight_strides);
-  fill(w, InitMethod::kIntegers, 3);
-  DeviceBuffer<T> ddy, dw, ddx;
-  DeviceBuffer<unsigned char> workspace;
-  ASSERT_TRUE(ddy.allocate(dy.size()).is_ok() && ddy.copy_from_host(dy.data(), dy.size()).is_ok());
-  ASSERT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
-  ASSERT_TRUE(ddx.allocate(static_cast<std::size_t>(dx_elements)).is_ok() && ddx.fill_bytes(0xff).is_ok());
-  ASSERT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
-  const Status s = Op::run(problem, {ddy.data(), dw.data(), ddx.data()}, workspace.data(), workspace.bytes(), nullptr);
-  ASSERT_TRUE(s.is_ok()) << s.to_string();
-  std::vector<T> dx(static_cast<std::size_t>(dx_elements));
-  ASSERT_TRUE(ddx.copy_to_host(dx.data(), dx.size()).is_ok());
-  Index unwritten = 0;
-  for (const T& v : dx) unwritten += std::isnan(hipgrad::type_convert<float>(v)) ? 1 : 0;
-  EXPECT_EQ(unwritten, 0) << "dx elements left unwritten (NaN)";
-  // dx[c, x] = Σ_k Σ_f dy[k, o] w[k, c, f] with x + 1 − f = 2o, 0 ≤ o < O (NWC: dy[o·K + k]).
-  const Index out = p.output_spatial()[0];
-  std::mt19937_64 rng(7);
-  std::vector<Index> xs = {0, 1, 2, p.input[0] - 2, p.input[0] - 1};
-  for (int i = 0; i < 64; ++i) xs.push_back(std::uniform_int_distribution<Index>(0, p.input[0] - 1)(rng));
-  for (Index x : xs) {
-    for (Index c = 0; c < p.C; ++c) {
-      double sum = 0;
-      for (Index f = 0; f < p.filter[0]; ++f) {
-        const Index t = x + 1 - f;
-        if (t < 0 || t % 2 != 0 || t / 2 >= out) continue;
-        for (Index k = 0; k < p.K; ++k)
-          sum += dy_value((t / 2) * p.K + k) * hipgrad::type_convert<double>(w.at(0, k, c, f));
+  for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kDirect}) {
+    SCOPED_TRACE(hipgrad::conv::algorithm_name(algorithm));
+    Problem<1> problem = Problem<1>::packed(p);
+    problem.algorithm = algorithm;
+    const Index dx_elements = Problem<1>::element_space(p.input_lengths(), problem.input_strides);
+    const Index dy_elements = Problem<1>::element_space(p.output_lengths(), problem.output_strides);
+    ASSERT_GT(dx_elements, Index{1} << 31);
+    // Small integers, exact in fp16 and in every sum here: dy from its offset, w from its index.
+    auto dy_value = [](Index offset) { return static_cast<double>(offset % 7 - 3); };
+    std::vector<T> dy(static_cast<std::size_t>(dy_elements));
+    for (Index e = 0; e < dy_elements; ++e) dy[static_cast<std::size_t>(e)] = hipgrad::type_convert<T>(dy_value(e));
+    Tensor<T> w(p.weight_lengths(), problem.weight_strides);
+    fill(w, InitMethod::kIntegers, 3);
+    DeviceBuffer<T> ddy, dw, ddx;
+    DeviceBuffer<unsigned char> workspace;
+    ASSERT_TRUE(ddy.allocate(dy.size()).is_ok() && ddy.copy_from_host(dy.data(), dy.size()).is_ok());
+    ASSERT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
+    ASSERT_TRUE(ddx.allocate(static_cast<std::size_t>(dx_elements)).is_ok() && ddx.fill_bytes(0xff).is_ok());
+    ASSERT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+    const Status s =
+        Op::run(problem, {ddy.data(), dw.data(), ddx.data()}, workspace.data(), workspace.bytes(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    std::vector<T> dx(static_cast<std::size_t>(dx_elements));
+    ASSERT_TRUE(ddx.copy_to_host(dx.data(), dx.size()).is_ok());
+    Index unwritten = 0;
+    for (const T& v : dx) unwritten += std::isnan(hipgrad::type_convert<float>(v)) ? 1 : 0;
+    EXPECT_EQ(unwritten, 0) << "dx elements left unwritten (NaN)";
+    // dx[c, x] = Σ_k Σ_f dy[k, o] w[k, c, f] with x + 1 − f = 2o, 0 ≤ o < O (NWC: dy[o·K + k]).
+    const Index out = p.output_spatial()[0];
+    std::mt19937_64 rng(7);
+    std::vector<Index> xs = {0, 1, 2, p.input[0] - 2, p.input[0] - 1};
+    for (int i = 0; i < 64; ++i) xs.push_back(std::uniform_int_distribution<Index>(0, p.input[0] - 1)(rng));
+    for (Index x : xs) {
+      for (Index c = 0; c < p.C; ++c) {
+        double sum = 0;
+        for (Index f = 0; f < p.filter[0]; ++f) {
+          const Index t = x + 1 - f;
+          if (t < 0 || t % 2 != 0 || t / 2 >= out) continue;
+          for (Index k = 0; k < p.K; ++k)
+            sum += dy_value((t / 2) * p.K + k) * hipgrad::type_convert<double>(w.at(0, k, c, f));
+        }
+        const double got = hipgrad::type_convert<double>(dx[static_cast<std::size_t>(x * p.C + c)]);
+        ASSERT_EQ(got, hipgrad::type_convert<double>(hipgrad::type_convert<T>(sum))) << "x " << x << " c " << c;
       }
-      const double got = hipgrad::type_convert<double>(dx[static_cast<std::size_t>(x * p.C + c)]);
-      ASSERT_EQ(got, hipgrad::type_convert<double>(hipgrad::type_convert<T>(sum))) << "x " << x << " c " << c;
     }
   }
 }
@@ -287,9 +259,18 @@ TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
   std::vector<float> floats(1 << 16);
   const Fp32::Args fp32_args{floats.data() + 30000, floats.data() + 50000, floats.data()};
   EXPECT_NE(Fp32::can_implement(exact, fp32_args).message().find("exact fp32"), std::string::npos);
-  // kAuto may take the box path for fp16/bf16 (its workspace is the larger), never for fp32.
-  EXPECT_EQ(Op::workspace_size(exact), Op::workspace_size(problem));
-  Problem<2> fp32_boxes = problem;
+  // kAuto may take the box path for fp16/bf16 (its workspace is the larger), never for fp32: on
+  // problems of more than 32 channels per group, which kAuto does not give the direct kernels
+  // (they need no workspace).
+  Problem<2> wide =
+      Problem<2>::packed(hipgrad::test::conv_params<2>(1, 2, 40, 40, {3, 3}, {9, 9}, {2, 2}, {1, 1}, {1, 1}, {1, 1}));
+  Problem<2> wide_boxes = wide;
+  wide_boxes.algorithm = Algorithm::kTmaBoxes;
+  EXPECT_EQ(Op::workspace_size(wide_boxes), Op::workspace_size(wide));
+  Problem<2> depthwise =
+      Problem<2>::packed(hipgrad::test::conv_params<2>(8, 2, 1, 1, {3, 3}, {9, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}));
+  EXPECT_EQ(Op::workspace_size(depthwise), 0u) << "kAuto's direct kernels of a depthwise problem";
+  Problem<2> fp32_boxes = wide;
   fp32_boxes.allow_tf32 = true;
   const Problem<2> fp32_auto = fp32_boxes;
   fp32_boxes.algorithm = Algorithm::kTmaBoxes;

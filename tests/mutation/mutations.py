@@ -29,6 +29,9 @@ CONV_BWD_DATA = "ConvStridePhases*:ConvBackwardDataPlan*:ConvBackwardDataTest*"
 CONV_BWD_DATA_BOXES = "ConvBackwardDataTma*:ConvBackwardDataTest*"
 # Backward-weight: its plan on the CPU, the op on the GPU.
 CONV_BWD_WEIGHT = "ConvBackwardWeightPlan*:ConvBackwardWeightTma*:ConvBackwardWeightTest*:ConvBackwardWeightLarge*"
+# The direct kernels: their plans and the kernels' code run on the host (ConvDirectPlan,
+# ConvDirectEmulated), and the op on the GPU (ConvDirectTest).
+CONV_DIRECT = "ConvDirect*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -460,5 +463,44 @@ MUTATIONS = [
         new="return {grouped_tile(static_cast<int>(tile), tiles_m, tiles_n), 0, 0, a.k_size() / Cfg::kBlockK};",
         targets=CONV + GEMM,
         filter={"test_conv": CONV_BWD_DATA, "test_gemm": "GroupedGemm*"},
+    ),
+    # ---- convolution, direct kernels -----------------------------------------------------------
+    # Every listed problem's plan and emulation run these lines on the CPU; the GPU tests run them
+    # on the device.
+    dict(
+        id="conv_direct_halo_row_dropped",
+        bug="conv direct backward-data: every dy window one position short (the last halo row dropped)",
+        file="include/hipgrad/ops/conv/direct/plan.hpp",
+        old="(dd.tile - 1 + (dd.filter - 1) * dd.dilation) / dd.stride + (dd.stride == 1 ? 1 : 2) + dd.align - 1;",
+        new="(dd.tile - 1 + (dd.filter - 1) * dd.dilation) / dd.stride + (dd.stride == 1 ? 0 : 1) + dd.align - 1;",
+        targets=CONV,
+        filter={"test_conv": CONV_DIRECT},
+    ),
+    dict(
+        id="conv_direct_tap_of_wrong_phase",
+        bug="conv direct: a strided position's phase starts at the next tap class (a tap of the wrong phase)",
+        file="include/hipgrad/ops/conv/direct/walk.hpp",
+        old="phase.first_tap = t;",
+        new="phase.first_tap = (t + 1) % limit;",
+        targets=CONV,
+        filter={"test_conv": CONV_DIRECT},
+    ),
+    dict(
+        id="conv_direct_last_slice_left_out",
+        bug="conv direct backward-weight: the reduction leaves the last slice's partials out of dw",
+        file="include/hipgrad/ops/conv/direct/backward_weight_kernel.hpp",
+        old="for (int s = 0; s < p.slices; ++s) sum += p.partials[s * total + e];",
+        new="for (int s = 0; s < p.slices - 1; ++s) sum += p.partials[s * total + e];",
+        targets=CONV,
+        filter={"test_conv": CONV_DIRECT},
+    ),
+    dict(
+        id="conv_direct_multiplier_ignored",
+        bug="conv direct backward-data: only the first of a group's dy channels added (the channel multiplier ignored)",
+        file="include/hipgrad/ops/conv/direct/backward_data_kernel.hpp",
+        old="for (int kk = 0; kk < chunk; ++kk) {",
+        new="for (int kk = 0; kk < 1; ++kk) {",
+        targets=CONV,
+        filter={"test_conv": CONV_DIRECT},
     ),
 ]

@@ -18,7 +18,8 @@
 /// run along them (16 bytes on the matrix paths), and on sm_90a fp16/bf16 take the box path
 /// (dy and w copied by TMA boxes, detail/backward_data_tma.hpp); elsewhere elements are read one
 /// at a time on the SIMT path. Each dx element is one thread's sum in a fixed order: results are bitwise
-/// repeatable.
+/// repeatable. Groups of few channels take the direct kernels instead (direct/, Algorithm::kDirect;
+/// kAuto's rule: direct/heuristics.hpp).
 #pragma once
 
 #include <cstddef>
@@ -28,12 +29,16 @@
 
 #include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/plain_gemm.hpp"
+#include "hipgrad/ops/conv/detail/plan_key.hpp"
+#include "hipgrad/ops/conv/direct/launch.hpp"
+#include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
@@ -83,7 +88,9 @@ class BackwardData {
   };
 
   static Status can_implement(const Problem& problem, const Args& args) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    bool direct = false;
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
+    if (direct) return Status::ok();
     bool boxes = false;
     HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
     if (boxes) return Status::ok();
@@ -94,7 +101,7 @@ class BackwardData {
   /// The launch's table of sub-problems (one per group and stride phase with dx positions), and
   /// for the box path its tensor maps: where kAuto may take the box path, the larger of the two.
   static std::size_t workspace_size(const Problem& problem) {
-    if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
+    if (!problem.validate().is_ok() || takes_direct(problem) || !check_index_space(problem).is_ok()) return 0;
     const auto phases = static_cast<int>(detail::backward_data_phases(problem).size());
     const auto count = static_cast<int>(problem.params.G * phases);
     const std::size_t boxes = box_workspace_bytes(count, phases);
@@ -116,6 +123,7 @@ class BackwardData {
     if (!problem.validate().is_ok()) return "conv_bwd_data_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_data_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (takes_direct(problem)) return op + "_direct_" + direct::data_plan_name(direct_plan(problem));
     if (runs_boxes(problem, args)) {
       return with_box_config(problem, [&](auto cfg) {
         gemm::TileGemmPlan plan;
@@ -149,13 +157,41 @@ class BackwardData {
     return problem.output_strides[2] == 1 && problem.weight_strides[2] == 1;
   }
 
-  static Status check_arguments(const Problem& problem, const Args& args) {
+  /// The arguments' checks; *direct: whether the call takes the direct kernels (whose 64-bit
+  /// offsets need none of the tile GEMM's index limits).
+  static Status check_arguments(const Problem& problem, const Args& args, bool* direct) {
     const ConvParams<NDim>& p = problem.params;
     HIPGRAD_RETURN_IF_ERROR(
         (detail::check_op_arguments<T, NDim>(problem, {args.dy, p.output_lengths(), problem.output_strides, "dy"},
                                              {args.w, p.weight_lengths(), problem.weight_strides, "w"},
                                              {args.dx, p.input_lengths(), problem.input_strides, "dx"})));
-    return check_index_space(problem);
+    HIPGRAD_RETURN_IF_ERROR(direct_choice(problem, direct));
+    return *direct ? Status::ok() : check_index_space(problem);
+  }
+
+  // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
+
+  using DirectPlan = direct::DataPlan<T, NDim>;
+
+  /// The direct plan of `problem` on the current device, made once per problem and device on
+  /// this thread.
+  static DirectPlan direct_plan(const Problem& problem) {
+    thread_local RecentPlans<detail::ConvPlanKey, DirectPlan, 8> recent;
+    return recent.find_or_make(detail::conv_plan_key(current_device_info(), problem),
+                               [&] { return direct::make_data_plan<T, NDim>(problem); });
+  }
+
+  /// *direct where the call takes the direct kernels: forced, or kAuto's choice
+  /// (direct::auto_takes_direct) where they run; not ok where forced and they cannot.
+  static Status direct_choice(const Problem& problem, bool* direct) {
+    return detail::choose_direct_path<T>(
+        problem, channels_contiguous(problem), [&] { return direct_plan(problem).status; }, direct);
+  }
+
+  /// Whether a valid problem takes the direct kernels.
+  static bool takes_direct(const Problem& problem) {
+    bool direct = false;
+    return direct_choice(problem, &direct).is_ok() && direct;
   }
 
   /// not_supported where a phase's GEMM does not fit the tile GEMM's 32-bit extents.
@@ -230,7 +266,7 @@ class BackwardData {
   /// (the reason) where it is forced and cannot run.
   static Status box_choice(const Problem& problem, const Args& args, bool* boxes) {
     const bool forced = problem.algorithm == Algorithm::kTmaBoxes;
-    return detail::choose_box_path(
+    return detail::choose_path(
         forced || auto_may_run_boxes(problem), forced,
         [&] { return with_box_config(problem, [&](auto cfg) { return box_status<decltype(cfg)>(problem, args); }); },
         boxes);
@@ -274,7 +310,9 @@ class BackwardData {
 template <typename T, int NDim, typename Cfg, typename NarrowCfg, typename ThinCfg>
 Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& problem, const Args& args, void* workspace,
                                                            std::size_t workspace_bytes, hipStream_t stream) {
-  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+  bool direct = false;
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
+  if (direct) return direct::launch_backward_data(direct_plan(problem), args.dy, args.w, args.dx, stream);
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
   bool boxes = false;
   HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
@@ -314,8 +352,9 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& 
       const void* base = i == 0 ? static_cast<const void*>(args.w) : static_cast<const void*>(args.dy);
       HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[i], base, &maps[i]));
     }
-    return gemm::launch_grouped_box_gemm<TileCfg>(plan.problems.data(), count, maps.data(), static_cast<int>(maps.size()),
-                                                  workspace, bytes, current_device_info(), stream);
+    return gemm::launch_grouped_box_gemm<TileCfg>(plan.problems.data(), count, maps.data(),
+                                                  static_cast<int>(maps.size()), workspace, bytes,
+                                                  current_device_info(), stream);
   } else {
     (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;
     return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte rows");

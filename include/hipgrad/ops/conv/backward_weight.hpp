@@ -21,10 +21,12 @@
 /// operand vectors run along them (16 bytes on the matrix paths), and on sm_90a fp16/bf16 and
 /// TF32 take the box path (x and dy copied by TMA boxes of output positions,
 /// detail/backward_weight_tma.hpp);
-/// elsewhere elements are read one at a time on the SIMT path.
+/// elsewhere elements are read one at a time on the SIMT path. Groups of few channels take the
+/// direct kernels instead (direct/, Algorithm::kDirect; kAuto's rule: direct/heuristics.hpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -38,6 +40,8 @@
 #include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/plan_key.hpp"
+#include "hipgrad/ops/conv/direct/launch.hpp"
+#include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
@@ -62,7 +66,9 @@ class BackwardWeight {
   };
 
   static Status can_implement(const Problem& problem, const Args& args) {
-    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+    bool direct = false;
+    HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
+    if (direct) return Status::ok();
     bool boxes = false;
     HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, box_geometry(problem), &boxes));
     if (boxes) return Status::ok();
@@ -75,7 +81,9 @@ class BackwardWeight {
   /// box path, whose tensor maps the workspace holds too): where kAuto may take the box path, the
   /// larger of the two.
   static std::size_t workspace_size(const Problem& problem) {
-    if (!problem.validate().is_ok() || !check_index_space(problem).is_ok()) return 0;
+    if (!problem.validate().is_ok()) return 0;
+    if (takes_direct(problem)) return direct_plan(problem).workspace;
+    if (!check_index_space(problem).is_ok()) return 0;
     return required_workspace(problem, box_geometry(problem));
   }
 
@@ -91,6 +99,7 @@ class BackwardWeight {
     if (!problem.validate().is_ok()) return "conv_bwd_weight_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_weight_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (takes_direct(problem)) return op + "_direct_" + direct::weight_plan_name(direct_plan(problem));
     const BoxGeometry geometry = box_geometry(problem);
     if (runs_boxes(problem, args, geometry)) {
       gemm::TileGemmPlan plan;
@@ -112,6 +121,7 @@ class BackwardWeight {
   /// the op's choice (the output tiles over all groups against the multiprocessors,
   /// detail::auto_splits).
   static int splits_of(const Problem& problem, const Args& args = Args{}) {
+    if (takes_direct(problem)) return direct_plan(problem).params.slices;
     const BoxGeometry geometry = box_geometry(problem);
     if (runs_boxes(problem, args, geometry)) return geometry.splits;
     return channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
@@ -162,13 +172,42 @@ class BackwardWeight {
 
   static gemm::TileGemmRequest request_of(const Problem& problem) { return detail::gemm_request<T>(problem); }
 
-  static Status check_arguments(const Problem& problem, const Args& args) {
+  /// The arguments' checks; *direct: whether the call takes the direct kernels (whose 64-bit
+  /// offsets need none of the tile GEMM's index limits).
+  static Status check_arguments(const Problem& problem, const Args& args, bool* direct) {
     const ConvParams<NDim>& p = problem.params;
     HIPGRAD_RETURN_IF_ERROR(
         (detail::check_op_arguments<T, NDim>(problem, {args.x, p.input_lengths(), problem.input_strides, "x"},
                                              {args.dy, p.output_lengths(), problem.output_strides, "dy"},
                                              {args.dw, p.weight_lengths(), problem.weight_strides, "dw"})));
-    return check_index_space(problem);
+    HIPGRAD_RETURN_IF_ERROR(direct_choice(problem, direct));
+    return *direct ? Status::ok() : check_index_space(problem);
+  }
+
+  // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
+
+  using DirectPlan = direct::WeightPlan<T, NDim>;
+
+  /// The direct plan of `problem` on the current device, made once per problem and device on
+  /// this thread.
+  static DirectPlan direct_plan(const Problem& problem) {
+    thread_local RecentPlans<detail::ConvPlanKey, DirectPlan, 8> recent;
+    const DeviceInfo& device = current_device_info();
+    return recent.find_or_make(detail::conv_plan_key(device, problem),
+                               [&] { return direct::make_weight_plan<T, NDim>(problem, device); });
+  }
+
+  /// *direct where the call takes the direct kernels: forced, or kAuto's choice
+  /// (direct::auto_takes_direct) where they run; not ok where forced and they cannot.
+  static Status direct_choice(const Problem& problem, bool* direct) {
+    return detail::choose_direct_path<T>(
+        problem, channels_contiguous(problem), [&] { return direct_plan(problem).status; }, direct);
+  }
+
+  /// Whether a valid problem takes the direct kernels.
+  static bool takes_direct(const Problem& problem) {
+    bool direct = false;
+    return direct_choice(problem, &direct).is_ok() && direct;
   }
 
   /// not_supported where the GEMM does not fit the tile GEMM's 32-bit extents.
@@ -222,7 +261,7 @@ class BackwardWeight {
   using BoxB = detail::XBoxPatches<T, NDim>;
   using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
   static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
-  static constexpr std::size_t kMapBytes = 2 * detail::kTensorMapBytes;                 ///< dy's and x's maps
+  static constexpr std::size_t kMapBytes = 2 * detail::kTensorMapBytes;                ///< dy's and x's maps
   /// Whether C's tiles are whole panels: a K tile of kBoxRows positions, blocks of whole panels.
   template <typename C>
   static constexpr bool box_tiles_of() {
@@ -250,8 +289,8 @@ class BackwardWeight {
   /// blocks would pad by at least 20 % more columns than 192-wide ones (576 columns of a 3 × 3
   /// filter over 64 channels: 768 against 576). A 192-wide K tile brings almost as many bytes and
   /// barriers as a 256-wide one, so a small saving of columns does not pay (docs/perf-notes.md).
-  using SlimBoxCfg = gemm::Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN,
-                                  Cfg::kStages + 1>;
+  using SlimBoxCfg =
+      gemm::Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN, Cfg::kStages + 1>;
   static constexpr bool slim_boxes_available() {
     // Nested, so that a configuration without whole panels (AMD's) never instantiates the
     // TMA kernel's plan.
@@ -326,17 +365,16 @@ class BackwardWeight {
     g.boxes = detail::weight_position_boxes(problem, kBoxRows);
     g.extents = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C));
     g.extents.positions = g.boxes.tiles() * kBoxRows;
-    g.splits =
-        with_box_config(problem, [&](auto config) { return splits_over<decltype(config)>(problem, g.extents); });
+    g.splits = with_box_config(problem, [&](auto config) { return splits_over<decltype(config)>(problem, g.extents); });
     const int count = static_cast<int>(problem.params.G * g.splits);
     g.layout.maps = gemm::grouped_tail_offset<BoxSubProblem>(count);  // where the box launch puts them
     g.layout.staged = gemm::grouped_tail_workspace_bytes<BoxSubProblem>(count, kMapBytes);
     g.layout.sums = round_up(g.layout.staged, std::size_t{256});
-    g.layout.total = g.splits == 1 ? g.layout.staged
-                                   : g.layout.sums + static_cast<std::size_t>(g.splits) *
-                                                         static_cast<std::size_t>(problem.params.G * g.extents.m *
-                                                                                  g.extents.n) *
-                                                         sizeof(float);
+    g.layout.total = g.splits == 1
+                         ? g.layout.staged
+                         : g.layout.sums + static_cast<std::size_t>(g.splits) *
+                                               static_cast<std::size_t>(problem.params.G * g.extents.m * g.extents.n) *
+                                               sizeof(float);
     g.status = geometry_status(problem, g);
     if (g.status.is_ok()) {
       g.maps[0] = detail::dy_box_map(problem, static_cast<int>(sizeof(T)), g.boxes);
@@ -362,8 +400,9 @@ class BackwardWeight {
   /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
   /// (the reason) where it is forced and cannot run.
   static Status box_choice(const Problem& problem, const Args& args, const BoxGeometry& geometry, bool* boxes) {
-    return detail::choose_box_path(may_run_boxes(problem), problem.algorithm == Algorithm::kTmaBoxes,
-                                   [&] { return box_status(args, geometry); }, boxes);
+    return detail::choose_path(
+        may_run_boxes(problem), problem.algorithm == Algorithm::kTmaBoxes, [&] { return box_status(args, geometry); },
+        boxes);
   }
 
   static constexpr const char* kNoBoxes = "algorithm tma_boxes cannot run: ";
@@ -412,7 +451,15 @@ class BackwardWeight {
 template <typename T, int NDim, typename Cfg>
 Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& args, void* workspace,
                                          std::size_t workspace_bytes, hipStream_t stream) {
-  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args));
+  bool direct = false;
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
+  if (direct) {
+    const DirectPlan plan = direct_plan(problem);
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace, workspace, workspace_bytes));
+    if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) != 0)
+      return Status::invalid_argument("the workspace must be aligned to 4 bytes (it holds fp32 sums)");
+    return direct::launch_backward_weight(plan, args.x, args.dy, args.dw, static_cast<float*>(workspace), stream);
+  }
   const BoxGeometry geometry = box_geometry(problem);
   HIPGRAD_RETURN_IF_ERROR(check_workspace(required_workspace(problem, geometry), workspace, workspace_bytes));
   bool boxes = false;
@@ -446,8 +493,8 @@ Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Ar
 
 template <typename T, int NDim, typename Cfg>
 template <typename BoxCfg>
-Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args,
-                                                  const BoxGeometry& geometry, void* workspace, hipStream_t stream) {
+Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args, const BoxGeometry& geometry,
+                                                  void* workspace, hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
   if constexpr (box_tiles_of<BoxCfg>()) {
     using Plan = gemm::WgmmaPlan<BoxCfg, BoxA, BoxB>;
@@ -464,9 +511,9 @@ Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const 
     CUtensorMap maps[2];
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
-    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(
-        plan.problems.data(), static_cast<int>(plan.problems.size()), maps, 2, workspace, l.staged,
-        current_device_info(), stream));
+    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(plan.problems.data(),
+                                                                  static_cast<int>(plan.problems.size()), maps, 2,
+                                                                  workspace, l.staged, current_device_info(), stream));
     if (splits == 1) return Status::ok();
     return gemm::launch_split_k_reduction(
         sums, splits, detail::dw_store<T, NDim>(problem, args.dw, detail::panel_channels<T>(problem.params.C)), stream);

@@ -199,7 +199,12 @@ enum class Algorithm {
   kSimt,    ///< the FMA mainloop: any strides, any alignment, exact fp32
   kTmaBoxes,  ///< backward-data: the warp-specialised kernel with TMA box copies of dy and w
               ///< (sm_90a, channels contiguous; kAuto takes it for fp16/bf16 where it runs)
+  kDirect,    ///< direct kernels for few channels per group (ops/conv/direct/): any GPU, any
+              ///< layout; kAuto takes them for groups of at most 32 channels in and out
 };
+
+/// The last Algorithm, for loops over them all.
+inline constexpr Algorithm kLastAlgorithm = Algorithm::kDirect;
 
 inline const char* algorithm_name(Algorithm a) {
   switch (a) {
@@ -208,6 +213,7 @@ inline const char* algorithm_name(Algorithm a) {
     case Algorithm::kMatrix: return "matrix";
     case Algorithm::kSimt: return "simt";
     case Algorithm::kTmaBoxes: return "tma_boxes";
+    case Algorithm::kDirect: return "direct";
   }
   return "unknown";
 }
@@ -223,7 +229,7 @@ struct Problem {
   std::vector<Index> weight_strides;
   std::vector<Index> output_strides;
   bool allow_tf32 = false;  ///< fp32 data may run on TF32 matrix units (never without this)
-  int split_k = 0;          ///< backward-weight: K splits, 0 = the op's choice
+  int split_k = 0;          ///< backward-weight: K splits (the direct path's slices), 0 = the op's choice
   Algorithm algorithm = Algorithm::kAuto;
 
   /// The packed tensors of `params` in `layout`.
@@ -246,7 +252,7 @@ struct Problem {
     HIPGRAD_RETURN_IF_ERROR(validate_strides("output", output_strides, params.output_lengths()));
     if (split_k < 0)
       return Status::invalid_argument("split_k must be 0 (auto) or positive, got " + std::to_string(split_k));
-    if (static_cast<int>(algorithm) < 0 || static_cast<int>(algorithm) > static_cast<int>(Algorithm::kTmaBoxes)) {
+    if (static_cast<int>(algorithm) < 0 || static_cast<int>(algorithm) > static_cast<int>(kLastAlgorithm)) {
       return Status::invalid_argument("unknown algorithm " + std::to_string(static_cast<int>(algorithm)));
     }
     return Status::ok();

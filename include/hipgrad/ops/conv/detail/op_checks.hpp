@@ -14,6 +14,7 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/strides.hpp"
+#include "hipgrad/ops/conv/direct/heuristics.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/launcher.hpp"
 
@@ -78,14 +79,15 @@ inline Status check_split_sums(Index groups, int splits, Index elements) {
   return Status::ok();
 }
 
-/// The tile GEMM's forced path for an algorithm (none for kAuto, nor for kTmaBoxes, which no
-/// tile GEMM launcher runs).
+/// The tile GEMM's forced path for an algorithm (none for kAuto, nor for kTmaBoxes and kDirect,
+/// which no tile GEMM launcher runs).
 inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kGather: return gemm::Path::kGather;
     case Algorithm::kMatrix: return gemm::Path::kMatrix;
     case Algorithm::kSimt: return gemm::Path::kSimt;
     case Algorithm::kTmaBoxes:
+    case Algorithm::kDirect:
     case Algorithm::kAuto: break;
   }
   return std::nullopt;
@@ -100,17 +102,26 @@ gemm::TileGemmRequest gemm_request(const Problem<NDim>& problem) {
   return request;
 }
 
-/// A call's choice of the box path from one evaluation of `box_status()`: where it `may` run,
-/// *boxes is whether it does; where it is `forced` and cannot, the reason (kAuto then takes
-/// another path).
-template <typename BoxStatus>
-Status choose_box_path(bool may, bool forced, BoxStatus&& box_status, bool* boxes) {
-  *boxes = false;
+/// A call's choice of a path (the box path, the direct kernels) from one evaluation of
+/// `path_status()`: where it `may` run, *takes is whether it does; where it is `forced` and
+/// cannot, the reason (kAuto then takes another path).
+template <typename PathStatus>
+Status choose_path(bool may, bool forced, PathStatus&& path_status, bool* takes) {
+  *takes = false;
   if (!may) return Status::ok();
-  const Status status = box_status();
+  const Status status = path_status();
   if (forced) HIPGRAD_RETURN_IF_ERROR(status);
-  *boxes = status.is_ok();
+  *takes = status.is_ok();
   return Status::ok();
+}
+
+/// A call's choice of the direct kernels (forced, or kAuto's direct::auto_takes_direct for T)
+/// from one evaluation of `plan_status()`, as choose_path.
+template <typename T, int NDim, typename PlanStatus>
+Status choose_direct_path(const Problem<NDim>& problem, bool channels_contiguous, PlanStatus&& plan_status,
+                          bool* direct) {
+  const bool forced = problem.algorithm == Algorithm::kDirect;
+  return choose_path(forced || direct::auto_takes_direct<T>(problem, channels_contiguous), forced, plan_status, direct);
 }
 
 }  // namespace hipgrad::conv::detail

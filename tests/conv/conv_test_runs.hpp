@@ -1,0 +1,108 @@
+/// @file conv_test_runs.hpp
+/// @brief The conv GPU tests' runs of one problem: dx of BackwardData and dw of BackwardWeight
+///        from filled inputs on the GPU (outputs NaN-poisoned first, the workspace filled with
+///        0xff), compared with the CPU reference (conv_test_checks.hpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/poison.hpp"
+#include "conv/conv_test_checks.hpp"
+#include "hipgrad/host/device_buffer.hpp"
+#include "hipgrad/host/fill.hpp"
+#include "hipgrad/host/reference/conv.hpp"
+#include "hipgrad/host/tensor.hpp"
+#include "hipgrad/ops/conv/backward_data.hpp"
+#include "hipgrad/ops/conv/backward_weight.hpp"
+
+namespace hipgrad::test {
+
+using conv::ConvParams;
+using conv::Problem;
+using host::DeviceBuffer;
+using host::InitMethod;
+using host::Tensor;
+
+/// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
+template <typename T, int NDim>
+std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
+  using Op = hipgrad::conv::BackwardData<T, NDim>;
+  const ConvParams<NDim>& p = problem.params;
+  SCOPED_TRACE(problem.to_string() + " " + host::init_method_name(init));
+  Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
+  Tensor<T> dx(p.input_lengths(), problem.input_strides);
+  host::fill(dy, init, seed);
+  host::fill(w, init, seed + 1);
+  for (T& v : dx.storage()) v = poison_nan<T>();
+  Tensor<double> expected(p.input_lengths());
+  const Status reference = host::reference::conv_backward_data(dy, w, expected, p);
+  EXPECT_TRUE(reference.is_ok()) << reference.to_string();
+
+  DeviceBuffer<T> ddy, dw, ddx;
+  DeviceBuffer<unsigned char> workspace;
+  EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
+  EXPECT_TRUE(dw.allocate(w.storage().size()).is_ok() && dw.copy_from(w).is_ok());
+  EXPECT_TRUE(ddx.allocate(dx.storage().size()).is_ok() && ddx.copy_from(dx).is_ok());
+  EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
+  const typename Op::Args args{ddy.data(), dw.data(), ddx.data()};
+  const std::string name = Op::name(problem, args);
+  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(s.is_ok()) << name << ": " << s.to_string();
+  EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
+  Tensor<T> result(p.input_lengths(), problem.input_strides);
+  EXPECT_TRUE(ddx.copy_to(result).is_ok());
+
+  Index terms = p.K;
+  for (int d = 0; d < NDim; ++d) terms *= p.filter[d];
+  expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
+  return name;
+}
+
+/// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored.
+template <typename T, int NDim>
+Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, const Tensor<T>& dy,
+                              std::string* name) {
+  using Op = hipgrad::conv::BackwardWeight<T, NDim>;
+  const ConvParams<NDim>& p = problem.params;
+  Tensor<T> dw(p.weight_lengths(), problem.weight_strides);
+  for (T& v : dw.storage()) v = poison_nan<T>();
+  DeviceBuffer<T> dx_, ddy, ddw;
+  DeviceBuffer<unsigned char> workspace;
+  EXPECT_TRUE(dx_.allocate(x.storage().size()).is_ok() && dx_.copy_from(x).is_ok());
+  EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
+  EXPECT_TRUE(ddw.allocate(dw.storage().size()).is_ok() && ddw.copy_from(dw).is_ok());
+  EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
+  const typename Op::Args args{dx_.data(), ddy.data(), ddw.data()};
+  *name = Op::name(problem, args);
+  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(s.is_ok()) << *name << ": " << s.to_string();
+  EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
+  EXPECT_TRUE(ddw.copy_to(dw).is_ok());
+  return dw;
+}
+
+/// Runs `problem` on the GPU and compares dw with the reference.
+template <typename T, int NDim>
+void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
+  const ConvParams<NDim>& p = problem.params;
+  SCOPED_TRACE(problem.to_string() + " " + host::init_method_name(init));
+  Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
+  host::fill(x, init, seed);
+  host::fill(dy, init, seed + 1);
+  Tensor<double> expected(p.weight_lengths());
+  const Status reference = host::reference::conv_backward_weight(x, dy, expected, p);
+  ASSERT_TRUE(reference.is_ok()) << reference.to_string();
+  std::string name;
+  const Tensor<T> result = run_backward_weight<T, NDim>(problem, x, dy, &name);
+
+  Index terms = p.N;
+  for (Index o : p.output_spatial()) terms *= o;
+  expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
+}
+
+}  // namespace hipgrad::test
