@@ -15,7 +15,60 @@ namespace hipgrad::test {
 namespace direct = conv::direct;
 
 template <typename T, int NDim>
+void emulate_vector_data(const direct::VectorDataPlan<T, NDim>& plan, const T* dy, const T* w, T* dx) {
+  direct::VectorDataParams<T, NDim> p = plan.params;
+  p.dy = dy, p.w = w, p.dx = dx;
+  const Status s = direct::with_vector_taps(plan.window_taps, [&](auto taps) {
+    std::vector<float> shared(plan.shared_bytes / sizeof(float));
+    for (int by = 0; by < plan.grid_y; ++by) {
+      for (int tid = 0; tid < p.threads; ++tid) direct::stage_vector_taps(p, by, tid, shared.data());
+      for (long long bx = 0; bx < plan.grid_x; ++bx) {
+        for (int tid = 0; tid < p.threads; ++tid) {
+          const direct::VectorDataThread t = direct::vector_data_thread(p, static_cast<int>(bx), by, tid);
+          if (!t.works) continue;
+          float acc[direct::kRun][direct::kLaneVector] = {};
+          direct::accumulate_vector_data<T, NDim, decltype(taps)::value>(p, t, shared.data(), acc);
+          direct::store_vector_data(p, t, acc);
+        }
+      }
+    }
+    return Status::ok();
+  });
+  (void)s;
+}
+
+template <typename T, int NDim>
+void emulate_vector_weight(const direct::VectorWeightPlan<T, NDim>& plan, const T* x, const T* dy, float* partials) {
+  direct::VectorWeightParams<T, NDim> p = plan.params;
+  p.x = x, p.dy = dy, p.partials = partials;
+  const Status s = direct::with_vector_taps(plan.window_taps, [&](auto taps) {
+    constexpr int kTaps = decltype(taps)::value;
+    std::vector<float> scratch(plan.shared_bytes / sizeof(float));
+    for (int by = 0; by < plan.grid_y; ++by) {
+      for (int bx = 0; bx < plan.grid_x; ++bx) {
+        for (int tid = 0; tid < p.threads; ++tid) {
+          const direct::VectorWeightThread t = direct::vector_weight_thread<T, NDim, kTaps>(p, bx, by, tid);
+          float acc[kTaps][direct::kLaneVector] = {};
+          if (t.active) {
+            for (long long run = t.first_run + t.slot; run < t.end_run; run += p.slots)
+              direct::add_vector_run<T, NDim, kTaps>(p, t, run, acc);
+          }
+          for (int i = 0; i < kTaps; ++i)
+            for (int e = 0; e < direct::kLaneVector; ++e)
+              scratch[static_cast<std::size_t>((tid * kTaps + i) * direct::kLaneVector + e)] = acc[i][e];
+        }
+        for (int e = 0; e < p.combos_per_block * p.block_vectors * kTaps * direct::kLaneVector; ++e)
+          direct::write_vector_partial<T, NDim, kTaps>(p, bx, by, e, scratch.data());
+      }
+    }
+    return Status::ok();
+  });
+  (void)s;
+}
+
+template <typename T, int NDim>
 void emulate_backward_data(const direct::DataPlan<T, NDim>& plan, const T* dy, const T* w, T* dx) {
+  if (plan.vectors) return emulate_vector_data(plan.vector, dy, w, dx);
   direct::DataKernelParams<T, NDim> p = plan.params;
   p.dy = dy, p.w = w, p.dx = dx;
   const Status s = direct::with_window_taps(plan.window_taps, [&](auto taps) {
@@ -48,10 +101,24 @@ void emulate_backward_data(const direct::DataPlan<T, NDim>& plan, const T* dy, c
   (void)s;
 }
 
+/// The slices' partials added in order into dw, as direct_weight_reduce_kernel.
+template <typename T, int NDim>
+void reduce_partials(direct::WeightReduceParams<T, NDim> r, const std::vector<float>& partials, T* dw) {
+  r.partials = partials.data(), r.dw = dw;
+  long long total = static_cast<long long>(r.groups) * r.k * r.c;
+  for (int d = 0; d < NDim; ++d) total *= r.filter[d];
+  for (long long e = 0; e < total; ++e) direct::reduce_weight_element(r, e, total);
+}
+
 template <typename T, int NDim>
 void emulate_backward_weight(const direct::WeightPlan<T, NDim>& plan, const T* x, const T* dy, T* dw) {
-  direct::WeightKernelParams<T, NDim> p = plan.params;
   std::vector<float> partials(plan.workspace / sizeof(float), -1.0f);
+  if (plan.vectors) {
+    emulate_vector_weight(plan.vector, x, dy, partials.data());
+    reduce_partials(plan.vector.reduce, partials, dw);
+    return;
+  }
+  direct::WeightKernelParams<T, NDim> p = plan.params;
   p.x = x, p.dy = dy, p.partials = partials.data();
   const Status s = direct::with_window_taps(plan.window_taps, [&](auto taps) {
     constexpr int kTaps = decltype(taps)::value;
@@ -86,10 +153,7 @@ void emulate_backward_weight(const direct::WeightPlan<T, NDim>& plan, const T* x
     return Status::ok();
   });
   (void)s;
-  direct::WeightReduceParams<T, NDim> r = plan.reduce;
-  r.partials = partials.data(), r.dw = dw;
-  const long long total = static_cast<long long>(p.groups) * p.k * p.c * p.taps;
-  for (long long e = 0; e < total; ++e) direct::reduce_weight_element(r, e, total);
+  reduce_partials(plan.reduce, partials, dw);
 }
 
 }  // namespace hipgrad::test

@@ -17,6 +17,7 @@
 #include "hipgrad/host/tensor.hpp"
 #include "hipgrad/ops/conv/backward_data.hpp"
 #include "hipgrad/ops/conv/backward_weight.hpp"
+#include "hipgrad/ops/conv/direct/launch.hpp"
 
 namespace hipgrad::test {
 
@@ -26,9 +27,11 @@ using host::DeviceBuffer;
 using host::InitMethod;
 using host::Tensor;
 
-/// Runs `problem` on the GPU and compares dx with the reference; returns the op's name.
+/// Runs `problem` on the GPU and compares dx with the reference; returns the op's name. With
+/// `vectors`, the direct plan of the vector kernels runs instead of the op (it must take them).
 template <typename T, int NDim>
-std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
+std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed,
+                                bool vectors = false) {
   using Op = hipgrad::conv::BackwardData<T, NDim>;
   const ConvParams<NDim>& p = problem.params;
   SCOPED_TRACE(problem.to_string() + " " + host::init_method_name(init));
@@ -49,8 +52,16 @@ std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, s
   EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
   EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
   const typename Op::Args args{ddy.data(), dw.data(), ddx.data()};
-  const std::string name = Op::name(problem, args);
-  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  std::string name = Op::name(problem, args);
+  Status s;
+  if (vectors) {
+    const auto plan = conv::direct::make_data_plan<T, NDim>(problem, conv::direct::Kernels::kVectorsWhereTheyApply);
+    EXPECT_TRUE(plan.vectors) << plan.vector.status.to_string();
+    name = conv::direct::data_plan_name(plan);
+    s = conv::direct::launch_backward_data(plan, ddy.data(), dw.data(), ddx.data(), nullptr);
+  } else {
+    s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  }
   EXPECT_TRUE(s.is_ok()) << name << ": " << s.to_string();
   EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
   Tensor<T> result(p.input_lengths(), problem.input_strides);
@@ -62,10 +73,11 @@ std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, s
   return name;
 }
 
-/// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored.
+/// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored; with `vectors`, from
+/// the direct plan of the vector kernels (it must take them).
 template <typename T, int NDim>
-Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, const Tensor<T>& dy,
-                              std::string* name) {
+Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, const Tensor<T>& dy, std::string* name,
+                              bool vectors = false) {
   using Op = hipgrad::conv::BackwardWeight<T, NDim>;
   const ConvParams<NDim>& p = problem.params;
   Tensor<T> dw(p.weight_lengths(), problem.weight_strides);
@@ -75,20 +87,25 @@ Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, 
   EXPECT_TRUE(dx_.allocate(x.storage().size()).is_ok() && dx_.copy_from(x).is_ok());
   EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
   EXPECT_TRUE(ddw.allocate(dw.storage().size()).is_ok() && ddw.copy_from(dw).is_ok());
-  EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  const auto plan = conv::direct::make_weight_plan<T, NDim>(problem, current_device_info(),
+                                                            conv::direct::Kernels::kVectorsWhereTheyApply);
+  EXPECT_TRUE(!vectors || plan.vectors) << plan.vector.status.to_string();
+  EXPECT_TRUE(workspace.allocate(vectors ? plan.workspace : Op::workspace_size(problem)).is_ok());
   EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
   const typename Op::Args args{dx_.data(), ddy.data(), ddw.data()};
-  *name = Op::name(problem, args);
-  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  *name = vectors ? conv::direct::weight_plan_name(plan) : Op::name(problem, args);
+  const Status s = vectors ? conv::direct::launch_backward_weight(plan, dx_.data(), ddy.data(), ddw.data(),
+                                                                  reinterpret_cast<float*>(workspace.data()), nullptr)
+                           : Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
   EXPECT_TRUE(s.is_ok()) << *name << ": " << s.to_string();
   EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
   EXPECT_TRUE(ddw.copy_to(dw).is_ok());
   return dw;
 }
 
-/// Runs `problem` on the GPU and compares dw with the reference.
+/// Runs `problem` on the GPU and compares dw with the reference (`vectors`: as run_backward_weight).
 template <typename T, int NDim>
-void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed) {
+void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed, bool vectors = false) {
   const ConvParams<NDim>& p = problem.params;
   SCOPED_TRACE(problem.to_string() + " " + host::init_method_name(init));
   Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
@@ -98,7 +115,7 @@ void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::u
   const Status reference = host::reference::conv_backward_weight(x, dy, expected, p);
   ASSERT_TRUE(reference.is_ok()) << reference.to_string();
   std::string name;
-  const Tensor<T> result = run_backward_weight<T, NDim>(problem, x, dy, &name);
+  const Tensor<T> result = run_backward_weight<T, NDim>(problem, x, dy, &name, vectors);
 
   Index terms = p.N;
   for (Index o : p.output_spatial()) terms *= o;

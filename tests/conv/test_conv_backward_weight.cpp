@@ -209,12 +209,20 @@ TEST(ConvBackwardWeightProblem, CanImplementRejectsWithAReason) {
   Problem<2> zero = problem;
   zero.params.K = 0;
   refused(zero, ok, StatusCode::kInvalidArgument, "K = 0");
+  Problem<2> short_strides = problem;
+  short_strides.output_strides.resize(2);
+  refused(short_strides, ok, StatusCode::kInvalidArgument, "dy strides of the wrong rank");
+  EXPECT_EQ(Op::splits_of(short_strides), 0);  // no plan of a problem that does not validate
   Problem<2> negative_pad = problem;
   negative_pad.params.right_pads[1] = -1;
   refused(negative_pad, ok, StatusCode::kInvalidArgument, "negative pad");
   refused(problem, {ok.x, nullptr, ok.dw}, StatusCode::kInvalidArgument, "null dy");
   refused(problem, {ok.x, ok.dy, storage.data() + 19990}, StatusCode::kInvalidArgument, "dw overlaps x");
   refused(problem, {ok.x, ok.dy, storage.data() + 39990}, StatusCode::kInvalidArgument, "dw overlaps dy");
+  // One byte off an fp16 element: refused by name (on the GPU a misaligned address faults).
+  T* odd = reinterpret_cast<T*>(reinterpret_cast<char*>(storage.data()) + 1);
+  refused(problem, {ok.x, ok.dy, odd}, StatusCode::kInvalidArgument, "dw one byte off");
+  EXPECT_NE(Op::can_implement(problem, {ok.x, ok.dy, odd}).message().find("dw is not aligned"), std::string::npos);
   Problem<2> aliasing = problem;
   aliasing.weight_strides[1] = 0;  // every k of dw at one place
   refused(aliasing, ok, StatusCode::kInvalidArgument, "dw strides alias");

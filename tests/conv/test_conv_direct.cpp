@@ -85,6 +85,19 @@ hipgrad::test::RandomCase<NDim> random_direct_case(std::mt19937_64& rng) {
   return r;
 }
 
+/// Channels-last with room for 3 more groups at each position: groups adjacent, rows neither packed
+/// nor aligned to a lane vector.
+template <int NDim>
+Problem<NDim> spaced_channels_last(const ConvParams<NDim>& p) {
+  Problem<NDim> problem = Problem<NDim>::packed(p);
+  std::vector<Index> in = p.input_lengths(), out = p.output_lengths();
+  in[0] += 3, out[0] += 3;
+  const std::vector<int> order = hipgrad::conv::activation_order<NDim>(ConvLayout::kNHWGC);
+  problem.input_strides = hipgrad::host::strides_for_order(in, order);
+  problem.output_strides = hipgrad::host::strides_for_order(out, order);
+  return problem;
+}
+
 /// The plan of every direct test problem (fp16's: the plans do not depend on the type but for
 /// the bytes that choose backward-weight's slices).
 template <int NDim>
@@ -93,18 +106,54 @@ std::vector<Problem<NDim>> plan_problems(const std::vector<ConvParams<NDim>>& li
   for (const ConvParams<NDim>& p : list) {
     for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kNGCHW})
       problems.push_back(Problem<NDim>::packed(p, layout));
+    problems.push_back(spaced_channels_last(p));
   }
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 60; ++i) problems.push_back(hipgrad::test::problem_of(random_direct_case<NDim>(rng)));
   return problems;
 }
 
+/// Every dx element owned by one thread of a vector plan, whose positions share their taps.
+template <int NDim>
+void expect_vector_data_plan_covers(const direct::VectorDataPlan<hipgrad::half, NDim>& plan,
+                                    const Problem<NDim>& problem) {
+  const direct::VectorDataParams<hipgrad::half, NDim>& k = plan.params;
+  ASSERT_LE(k.threads, direct::kMaxBlockThreads);
+  ASSERT_LE(plan.shared_bytes, direct::kSharedBudget);
+  hipgrad::host::Tensor<float> index_of(problem.params.input_lengths());
+  std::vector<int> owners(index_of.storage().size());
+  for (int by = 0; by < plan.grid_y; ++by) {
+    for (int bx = 0; bx < static_cast<int>(plan.grid_x); ++bx) {
+      for (int tid = 0; tid < k.threads; ++tid) {
+        const direct::VectorDataThread t = direct::vector_data_thread(k, bx, by, tid);
+        if (!t.works) continue;
+        const direct::Phase first = direct::phase_of(k.dims[NDim - 1], t.x[NDim - 1]);
+        for (int j = 0; j < direct::kRun; ++j) {
+          const int xw = t.x[NDim - 1] + j * k.dims[NDim - 1].phase_step;
+          if (xw >= k.dims[NDim - 1].in) continue;
+          const direct::Phase ph = direct::phase_of(k.dims[NDim - 1], xw);
+          ASSERT_EQ(ph.first_tap, first.first_tap) << "x " << xw;
+          if (ph.taps > 0) ASSERT_EQ(ph.base, first.base + j * k.dims[NDim - 1].lattice) << "x " << xw;
+          for (int e = 0; e < direct::kLaneVector && t.g0 + e < k.groups; ++e) {
+            std::vector<Index> at = {t.g0 + e, t.n, 0};
+            for (int d = 0; d < NDim - 1; ++d) at.push_back(t.x[d]);
+            at.push_back(xw);
+            ++owners[static_cast<std::size_t>(index_of.offset(at))];
+          }
+        }
+      }
+    }
+  }
+  for (std::size_t e = 0; e < owners.size(); ++e) ASSERT_EQ(owners[e], 1) << "dx element " << e;
+}
+
 /// Every dx element owned by one thread of the plan; the thread's positions share their taps,
 /// whose dy positions lie in the block's window.
 template <int NDim>
-void expect_data_plan_covers(const Problem<NDim>& problem) {
-  const direct::DataPlan<hipgrad::half, NDim> plan = direct::make_data_plan<hipgrad::half, NDim>(problem);
+void expect_data_plan_covers(const Problem<NDim>& problem, direct::Kernels kernels) {
+  const direct::DataPlan<hipgrad::half, NDim> plan = direct::make_data_plan<hipgrad::half, NDim>(problem, kernels);
   ASSERT_TRUE(plan.status.is_ok()) << plan.status.to_string();
+  if (plan.vectors) return expect_vector_data_plan_covers(plan.vector, problem);
   const direct::DataKernelParams<hipgrad::half, NDim>& k = plan.params;
   ASSERT_LE(k.threads, direct::kMaxBlockThreads);
   ASSERT_LE(plan.shared_bytes, direct::kSharedBudget);
@@ -190,10 +239,51 @@ void expect_weight_plan_covers(const direct::WeightPlan<hipgrad::half, NDim>& pl
               k.dims[d].window - 1);
 }
 
+/// Every (g, tap) partial of a vector plan written once per slice; the slots of a slice visit each
+/// of its runs once.
+template <int NDim, int kTaps>
+void expect_vector_weight_plan_covers(const direct::VectorWeightPlan<hipgrad::half, NDim>& plan) {
+  const direct::VectorWeightParams<hipgrad::half, NDim>& k = plan.params;
+  const long long per_slice = static_cast<long long>(k.groups) * k.taps;
+  std::vector<int> written(static_cast<std::size_t>(per_slice * k.slices), 0);
+  for (int by = 0; by < plan.grid_y; ++by) {
+    for (int bx = 0; bx < plan.grid_x; ++bx) {
+      for (int e = 0; e < k.combos_per_block * k.block_vectors * kTaps * direct::kLaneVector; ++e) {
+        direct::VectorPartial o;
+        if (direct::vector_partial<hipgrad::half, NDim, kTaps>(k, bx, by, e, &o))
+          ++written[static_cast<std::size_t>(bx * per_slice + o.g * k.taps + o.tap)];
+      }
+    }
+  }
+  for (std::size_t e = 0; e < written.size(); ++e) ASSERT_EQ(written[e], 1) << "partial " << e;
+  std::vector<int> visited(static_cast<std::size_t>(k.runs), 0);
+  for (int bx = 0; bx < plan.grid_x; ++bx) {
+    for (int slot = 0; slot < k.slots; ++slot) {
+      const int tid = slot * k.combos_per_block * k.block_vectors;
+      const direct::VectorWeightThread t = direct::vector_weight_thread<hipgrad::half, NDim, kTaps>(k, bx, 0, tid);
+      for (long long run = t.first_run + t.slot; run < t.end_run; run += k.slots)
+        ++visited[static_cast<std::size_t>(run)];
+    }
+  }
+  for (std::size_t r = 0; r < visited.size(); ++r) ASSERT_EQ(visited[r], 1) << "run " << r;
+}
+
 template <int NDim>
-void expect_weight_plan_covers(const Problem<NDim>& problem, const hipgrad::DeviceInfo& device) {
-  const direct::WeightPlan<hipgrad::half, NDim> plan = direct::make_weight_plan<hipgrad::half, NDim>(problem, device);
+void expect_weight_plan_covers(const Problem<NDim>& problem, const hipgrad::DeviceInfo& device,
+                               direct::Kernels kernels) {
+  const direct::WeightPlan<hipgrad::half, NDim> plan =
+      direct::make_weight_plan<hipgrad::half, NDim>(problem, device, kernels);
   ASSERT_TRUE(plan.status.is_ok()) << plan.status.to_string();
+  if (plan.vectors) {
+    ASSERT_LE(plan.vector.params.threads, direct::kMaxBlockThreads);
+    ASSERT_LE(plan.vector.shared_bytes, direct::kSharedBudget);
+    const Status s = direct::with_vector_taps(plan.vector.window_taps, [&](auto taps) {
+      expect_vector_weight_plan_covers<NDim, decltype(taps)::value>(plan.vector);
+      return Status::ok();
+    });
+    ASSERT_TRUE(s.is_ok());
+    return;
+  }
   ASSERT_LE(plan.params.threads, direct::kMaxBlockThreads);
   ASSERT_LE(plan.shared_bytes, direct::kSharedBudget);
   const Status s = direct::with_window_taps(plan.window_taps, [&](auto taps) {
@@ -213,31 +303,35 @@ hipgrad::DeviceInfo hopper_like() {
   return d;
 }
 
+constexpr direct::Kernels kBothKernels[] = {direct::Kernels::kWindow, direct::Kernels::kVectorsWhereTheyApply};
+
 TEST(ConvDirectPlan, EveryOutputOwnedOnceAndEveryReadInsideItsWindow) {
-  for (const Problem<1>& problem : plan_problems<1>(direct_problems_1d(), 1)) {
-    SCOPED_TRACE(problem.to_string());
-    expect_data_plan_covers<1>(problem);
-    expect_weight_plan_covers<1>(problem, hopper_like());
-    if (::testing::Test::HasFailure()) return;
-  }
-  for (const Problem<2>& problem : plan_problems<2>(direct_problems_2d(), 2)) {
-    SCOPED_TRACE(problem.to_string());
-    expect_data_plan_covers<2>(problem);
-    expect_weight_plan_covers<2>(problem, hopper_like());
-    if (::testing::Test::HasFailure()) return;
-  }
-  for (const Problem<3>& problem : plan_problems<3>(direct_problems_3d(), 3)) {
-    SCOPED_TRACE(problem.to_string());
-    expect_data_plan_covers<3>(problem);
-    expect_weight_plan_covers<3>(problem, hopper_like());
-    if (::testing::Test::HasFailure()) return;
+  for (direct::Kernels kernels : kBothKernels) {
+    for (const Problem<1>& problem : plan_problems<1>(direct_problems_1d(), 1)) {
+      SCOPED_TRACE(problem.to_string());
+      expect_data_plan_covers<1>(problem, kernels);
+      expect_weight_plan_covers<1>(problem, hopper_like(), kernels);
+      if (::testing::Test::HasFailure()) return;
+    }
+    for (const Problem<2>& problem : plan_problems<2>(direct_problems_2d(), 2)) {
+      SCOPED_TRACE(problem.to_string());
+      expect_data_plan_covers<2>(problem, kernels);
+      expect_weight_plan_covers<2>(problem, hopper_like(), kernels);
+      if (::testing::Test::HasFailure()) return;
+    }
+    for (const Problem<3>& problem : plan_problems<3>(direct_problems_3d(), 3)) {
+      SCOPED_TRACE(problem.to_string());
+      expect_data_plan_covers<3>(problem, kernels);
+      expect_weight_plan_covers<3>(problem, hopper_like(), kernels);
+      if (::testing::Test::HasFailure()) return;
+    }
   }
 }
 
 /// The kernels' code run on the host (conv_direct_emulator.hpp) against the reference: integer
 /// data, compared exactly; every output element written (poisoned first).
 template <typename T, int NDim>
-void expect_emulation_matches(const Problem<NDim>& problem, std::uint64_t seed) {
+void expect_emulation_matches(const Problem<NDim>& problem, std::uint64_t seed, direct::Kernels kernels) {
   const ConvParams<NDim>& p = problem.params;
   using hipgrad::host::Tensor;
   Tensor<T> dy(p.output_lengths(), problem.output_strides), w(p.weight_lengths(), problem.weight_strides);
@@ -251,12 +345,12 @@ void expect_emulation_matches(const Problem<NDim>& problem, std::uint64_t seed) 
   Tensor<T> dx(p.input_lengths(), problem.input_strides), dw(p.weight_lengths(), problem.weight_strides);
   for (T& v : dx.storage()) v = hipgrad::test::poison_nan<T>();
   for (T& v : dw.storage()) v = hipgrad::test::poison_nan<T>();
-  const auto data_plan = direct::make_data_plan<T, NDim>(problem);
+  const auto data_plan = direct::make_data_plan<T, NDim>(problem, kernels);
   ASSERT_TRUE(data_plan.status.is_ok()) << data_plan.status.to_string();
   hipgrad::test::emulate_backward_data(data_plan, dy.storage().data(), w.storage().data(), dx.storage().data());
   hipgrad::test::expect_conv_output(dx, dx_expected, InitMethod::kIntegers, 1, false,
                                     "emulated " + direct::data_plan_name(data_plan));
-  const auto weight_plan = direct::make_weight_plan<T, NDim>(problem, hopper_like());
+  const auto weight_plan = direct::make_weight_plan<T, NDim>(problem, hopper_like(), kernels);
   ASSERT_TRUE(weight_plan.status.is_ok()) << weight_plan.status.to_string();
   hipgrad::test::emulate_backward_weight(weight_plan, x.storage().data(), dy.storage().data(), dw.storage().data());
   hipgrad::test::expect_conv_output(dw, dw_expected, InitMethod::kIntegers, 1, false,
@@ -265,20 +359,22 @@ void expect_emulation_matches(const Problem<NDim>& problem, std::uint64_t seed) 
 
 TEST(ConvDirectEmulated, ListedAndRandomProblemsMatchTheReference) {
   std::uint64_t seed = 40;
-  for (const Problem<1>& problem : plan_problems<1>(direct_problems_1d(), 11)) {
-    SCOPED_TRACE(problem.to_string());
-    expect_emulation_matches<float, 1>(problem, seed += 3);
-    if (HasFailure()) return;
-  }
-  for (const Problem<2>& problem : plan_problems<2>(direct_problems_2d(), 12)) {
-    SCOPED_TRACE(problem.to_string());
-    expect_emulation_matches<hipgrad::half, 2>(problem, seed += 3);
-    if (HasFailure()) return;
-  }
-  for (const Problem<3>& problem : plan_problems<3>(direct_problems_3d(), 13)) {
-    SCOPED_TRACE(problem.to_string());
-    expect_emulation_matches<hipgrad::bfloat16, 3>(problem, seed += 3);
-    if (HasFailure()) return;
+  for (direct::Kernels kernels : kBothKernels) {
+    for (const Problem<1>& problem : plan_problems<1>(direct_problems_1d(), 11)) {
+      SCOPED_TRACE(problem.to_string());
+      expect_emulation_matches<float, 1>(problem, seed += 3, kernels);
+      if (HasFailure()) return;
+    }
+    for (const Problem<2>& problem : plan_problems<2>(direct_problems_2d(), 12)) {
+      SCOPED_TRACE(problem.to_string());
+      expect_emulation_matches<hipgrad::half, 2>(problem, seed += 3, kernels);
+      if (HasFailure()) return;
+    }
+    for (const Problem<3>& problem : plan_problems<3>(direct_problems_3d(), 13)) {
+      SCOPED_TRACE(problem.to_string());
+      expect_emulation_matches<hipgrad::bfloat16, 3>(problem, seed += 3, kernels);
+      if (HasFailure()) return;
+    }
   }
 }
 
@@ -298,6 +394,17 @@ TEST(ConvDirectPlan, AutoTakesFewChannelsPerGroup) {
     EXPECT_NE(Data::name(*p).find("_direct_"), std::string::npos) << Data::name(*p);
     EXPECT_NE(Weight::name(*p).find("_direct_"), std::string::npos) << Weight::name(*p);
   }
+  // The vector kernels take depthwise channels-last, not NCHW (groups not adjacent) nor multipliers.
+  constexpr direct::Kernels kVectors = direct::Kernels::kVectorsWhereTheyApply;
+  EXPECT_TRUE((direct::make_data_plan<hipgrad::half, 2>(depthwise, kVectors).vectors));
+  EXPECT_TRUE((direct::make_weight_plan<hipgrad::half, 2>(depthwise, hopper_like(), kVectors).vectors));
+  EXPECT_FALSE((direct::make_data_plan<hipgrad::half, 2>(depthwise, direct::Kernels::kWindow).vectors));
+  const Problem<2> depthwise_nchw = Problem<2>::packed(depthwise.params, ConvLayout::kNGCHW);
+  EXPECT_FALSE((direct::make_data_plan<hipgrad::half, 2>(depthwise_nchw, kVectors).vectors));
+  EXPECT_FALSE((direct::make_weight_plan<hipgrad::half, 2>(depthwise_nchw, hopper_like(), kVectors).vectors));
+  ConvParams<2> multiplier = depthwise.params;
+  multiplier.K = 2;
+  EXPECT_FALSE((direct::make_data_plan<hipgrad::half, 2>(Problem<2>::packed(multiplier), kVectors).vectors));
   EXPECT_EQ(Data::name(dense).find("_direct_"), std::string::npos) << Data::name(dense);
   EXPECT_EQ(Weight::name(dense).find("_direct_"), std::string::npos) << Weight::name(dense);
   // Forced, the direct kernels take wider groups too, and say why where they cannot.
@@ -377,6 +484,34 @@ TYPED_TEST(ConvDirectTest, SeededRandomProblems) {
   check_random<TypeParam, 2>(30, 20261129);
   if (::testing::Test::HasFailure()) return;
   check_random<TypeParam, 3>(15, 20261130);
+}
+
+/// The vector kernels on every listed and seeded random depthwise problem, channels-last packed and
+/// with unaligned rows: integer and decimal data.
+TYPED_TEST(ConvDirectTest, VectorKernelsMatchTheReference) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  std::uint64_t seed = 7000;
+  auto check = [&seed](const auto& p) {
+    constexpr int NDim = std::decay_t<decltype(p)>::kNDimSpatial;
+    if (p.C != 1 || p.K != 1 || p.G < direct::kLaneVector) return;
+    for (const Problem<NDim>& problem : {Problem<NDim>::packed(p), spaced_channels_last(p)}) {
+      for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+        hipgrad::test::check_backward_data<T, NDim>(problem, init, seed++, true);
+        hipgrad::test::check_backward_weight<T, NDim>(problem, init, seed++, true);
+      }
+    }
+  };
+  for (const ConvParams<1>& p : direct_problems_1d()) check(p);
+  for (const ConvParams<2>& p : direct_problems_2d()) check(p);
+  for (const ConvParams<3>& p : direct_problems_3d()) check(p);
+  std::mt19937_64 rng(20261201);
+  for (int i = 0; i < 40 && !::testing::Test::HasFailure(); ++i) {
+    hipgrad::test::RandomCase<2> r = random_direct_case<2>(rng);
+    r.params.C = r.params.K = 1;
+    r.params.G = std::max<Index>(r.params.G, direct::kLaneVector);
+    check(r.params);
+  }
 }
 
 /// Backward-weight over several slices (the op's choice, and split_k 3 and 64 with empty slices)

@@ -503,4 +503,22 @@ MUTATIONS = [
         targets=CONV,
         filter={"test_conv": CONV_DIRECT},
     ),
+    dict(
+        id="conv_direct_vector_window_edge",
+        bug="conv direct vector backward-data: the register window's last slot read as zero (a halo column dropped)",
+        file="include/hipgrad/ops/conv/direct/vector_data_kernel.hpp",
+        old="if (v >= kTaps - count && o >= 0 && o < extent) {",
+        new="if (v >= kTaps - count && o >= 0 && o < extent && v < kRun + kTaps - 2) {",
+        targets=CONV,
+        filter={"test_conv": CONV_DIRECT},
+    ),
+    dict(
+        id="conv_direct_vector_last_slot_left_out",
+        bug="conv direct vector backward-weight: a block's sums leave its last run slot out",
+        file="include/hipgrad/ops/conv/direct/vector_weight_kernel.hpp",
+        old="for (int s = 0; s < p.slots; ++s) sum += scratch[s * stride + e];",
+        new="for (int s = 0; s < p.slots - 1; ++s) sum += scratch[s * stride + e];",
+        targets=CONV,
+        filter={"test_conv": CONV_DIRECT},
+    ),
 ]

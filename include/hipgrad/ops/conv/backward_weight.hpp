@@ -119,9 +119,10 @@ class BackwardWeight {
 
   /// The splits run() takes for `problem` and `args` on the current device: problem.split_k, or
   /// the op's choice (the output tiles over all groups against the multiprocessors,
-  /// detail::auto_splits).
+  /// detail::auto_splits); 0 for a problem that does not validate.
   static int splits_of(const Problem& problem, const Args& args = Args{}) {
-    if (takes_direct(problem)) return direct_plan(problem).params.slices;
+    if (!problem.validate().is_ok()) return 0;
+    if (takes_direct(problem)) return direct_plan(problem).slices();
     const BoxGeometry geometry = box_geometry(problem);
     if (runs_boxes(problem, args, geometry)) return geometry.splits;
     return channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
@@ -288,7 +289,7 @@ class BackwardWeight {
   /// fp16/bf16 blocks three-quarters as wide, with a stage more: for taps × Cp that 256-wide
   /// blocks would pad by at least 20 % more columns than 192-wide ones (576 columns of a 3 × 3
   /// filter over 64 channels: 768 against 576). A 192-wide K tile brings almost as many bytes and
-  /// barriers as a 256-wide one, so a small saving of columns does not pay (docs/perf-notes.md).
+  /// barriers as a 256-wide one, so a small saving of columns does not pay (bench/log/conv.md).
   using SlimBoxCfg =
       gemm::Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN, Cfg::kStages + 1>;
   static constexpr bool slim_boxes_available() {

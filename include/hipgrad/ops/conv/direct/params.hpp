@@ -123,6 +123,57 @@ struct WeightKernelParams {
   int threads = 1;
 };
 
+/// Adjacent groups a thread of the vector kernels owns: one load of 16 (fp32) or 8 (16-bit) bytes,
+/// few enough registers that a register window of kRun + 6 positions fits beside the sums.
+inline constexpr int kLaneVector = 4;
+
+/// conv::BackwardData's vector kernel, for depthwise problems (C = K = 1) whose groups lie
+/// adjacent in memory (channels-last): a thread owns kLaneVector groups × kRun dx positions of one
+/// phase along W (phase_step apart) in one row, and reads dy straight from global memory through
+/// a register window (the caches keep the halo, read once from DRAM); the block's taps are staged
+/// in shared memory as fp32, [tap][lane]. A block is (a tile of lane vectors) × (slots of W runs);
+/// grid x walks the runs, grid y the lane tiles.
+template <typename T, int NDim>
+struct VectorDataParams {
+  const T* dy = nullptr;
+  const T* w = nullptr;
+  T* dx = nullptr;
+  TensorStrides<NDim> dy_strides, dx_strides;
+  std::int64_t w_g = 0, w_spatial[NDim] = {};
+  int groups = 1, batch = 1;
+  DimWalk dims[NDim];
+  int taps = 1;
+  int block_vectors = 1;  ///< lane vectors of a block (the threads' fastest index)
+  int slots = 1;          ///< W runs of a block
+  int threads = 1;
+  int w_runs = 1;         ///< W runs of a dx row: phase_step · ⌈⌈W / phase_step⌉ / kRun⌉
+  std::int64_t runs = 1;  ///< N · Π outer dx lengths · w_runs
+};
+
+/// conv::BackwardWeight's vector kernel, for the same problems: a thread owns kLaneVector groups,
+/// one combination of outer taps and W tap group (as WeightKernelParams), and sums over the runs of
+/// its slice (kRun dy positions lattice apart, one row each) with dy and an x register window read
+/// from global memory. The block adds its slots' sums in order into the slice's partials
+/// [slices][G][taps]; grid x walks the slices, grid y the (lane tile, combination block) pairs.
+template <typename T, int NDim>
+struct VectorWeightParams {
+  const T* x = nullptr;
+  const T* dy = nullptr;
+  float* partials = nullptr;
+  TensorStrides<NDim> x_strides, dy_strides;
+  int groups = 1, batch = 1;
+  DimWalk dims[NDim];
+  int taps = 1;
+  int outer_taps = 1, tap_groups = 1, combos = 1;
+  int block_vectors = 1, combos_per_block = 1, combo_blocks = 1;
+  int slots = 1;  ///< run slots per (lane vector, combination)
+  int threads = 1;
+  int w_runs = 1;         ///< W runs of a dy row: lattice · ⌈⌈W_out / lattice⌉ / kRun⌉
+  std::int64_t runs = 1;  ///< N · Π outer dy lengths · w_runs
+  std::int64_t runs_per_slice = 1;
+  int slices = 1;
+};
+
 /// The fixed-order reduction of the weight kernel's slices into dw.
 template <typename T, int NDim>
 struct WeightReduceParams {

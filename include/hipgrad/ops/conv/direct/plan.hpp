@@ -16,111 +16,12 @@
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/conv/direct/params.hpp"
+#include "hipgrad/ops/conv/direct/plan_common.hpp"
+#include "hipgrad/ops/conv/direct/vector_plan.hpp"
 #include "hipgrad/ops/conv/direct/walk.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 
 namespace hipgrad::conv::direct {
-
-/// Shared memory a direct block takes at most: below every target's default limit (no opt-in)
-/// and AMD's 64 KB of LDS.
-inline constexpr std::size_t kSharedBudget = 48 * 1024;
-
-/// The most slices (problem.split_k) backward-weight takes, as its GEMM paths.
-inline constexpr int kMaxSlices = 1024;
-
-/// The W window's compiled tap counts: the smallest of 1, 2, 3, 4, 5, 7 that holds `taps`
-/// (more run in chunks of 7).
-inline int window_taps_for(int taps) {
-  for (int t : {1, 2, 3, 4, 5}) {
-    if (taps <= t) return t;
-  }
-  return kMaxWindowTaps;
-}
-
-template <int NDim>
-DimWalk dim_walk(const ConvParams<NDim>& p, int d) {
-  DimWalk w;
-  w.in = static_cast<int>(p.input[d]);
-  w.out = static_cast<int>(p.output_spatial()[d]);
-  w.filter = static_cast<int>(p.filter[d]);
-  w.stride = static_cast<int>(p.strides[d]);
-  w.dilation = static_cast<int>(p.dilations[d]);
-  w.pad = static_cast<int>(p.left_pads[d]);
-  const int g = std::gcd(w.stride, w.dilation);
-  w.tap_step = w.stride / g;
-  w.lattice = w.dilation / g;
-  w.phase_step = w.stride * w.lattice;
-  return w;
-}
-
-/// not_supported where a length the kernels hold in 32-bit integers does not fit.
-template <int NDim>
-Status check_direct_extents(const ConvParams<NDim>& p) {
-  constexpr std::int64_t kLimit = INT_MAX / 4;
-  const std::string no = "algorithm direct cannot run: ";
-  if (p.G > kLimit || p.N > kLimit || p.K > kLimit || p.C > kLimit)
-    return Status::not_supported(no + "G, N, K or C past 2^29");
-  for (int d = 0; d < NDim; ++d) {
-    const std::int64_t reach = p.dilations[d] * (p.filter[d] - 1) + 1;
-    if (p.input[d] > kLimit || reach > kLimit || p.strides[d] > kLimit || p.left_pads[d] > kLimit ||
-        p.right_pads[d] > kLimit)
-      return Status::not_supported(no + "a spatial length, stride, reach or pad past 2^29");
-  }
-  return Status::ok();
-}
-
-/// The fill order and lane pitch of a window of `lanes` lanes and `positions` positions over a
-/// tensor of these strides: W fastest where W is contiguous and the channels are not (NCHW),
-/// lanes fastest otherwise; lanes an odd number of floats apart.
-template <int NDim>
-WindowLanes window_lanes(int lanes, int per_group, const TensorStrides<NDim>& s, int positions) {
-  WindowLanes box;
-  box.lanes = lanes;
-  box.per_group = per_group;
-  box.lanes_fastest = !(s.c != 1 && s.spatial[NDim - 1] == 1);
-  box.pitch = positions | 1;
-  return box;
-}
-
-template <int NDim>
-TensorStrides<NDim> tensor_strides(const std::vector<Index>& s) {
-  TensorStrides<NDim> t;
-  t.g = s[0], t.n = s[1], t.c = s[2];
-  for (int d = 0; d < NDim; ++d) t.spatial[d] = s[3 + d];
-  return t;
-}
-
-/// The sizes both kernels' parameters hold: G, N, K, C, each dimension's walk, the filter's taps.
-template <typename Params, int NDim>
-void set_sizes(Params& k, const ConvParams<NDim>& cp) {
-  k.groups = static_cast<int>(cp.G), k.batch = static_cast<int>(cp.N);
-  k.k = static_cast<int>(cp.K), k.c = static_cast<int>(cp.C);
-  k.taps = 1;
-  for (int d = 0; d < NDim; ++d) {
-    k.dims[d] = dim_walk(cp, d);
-    k.taps *= k.dims[d].filter;
-  }
-}
-
-/// `count` items in tiles of at most `most`, as even as the tile count allows.
-inline int balanced_tile(std::int64_t count, std::int64_t most) {
-  const std::int64_t tiles = ceil_div(count, most);
-  return static_cast<int>(ceil_div(count, tiles));
-}
-
-/// The outer dimensions' tiles: `rows` rows over dimensions 0 … NDim − 2, the innermost first.
-/// The outer dimensions' tiles: `rows` rows over dimensions 0 … NDim − 2, `depth` of them (a
-/// power of two, 3-D only) along dimension 0 and the rest along the innermost first.
-template <int NDim>
-void outer_tiles(DimWalk* dims, int rows, bool of_dx, int depth = 1) {
-  for (int d = NDim - 2; d >= 0; --d) {
-    const int extent = of_dx ? dims[d].in : dims[d].out;
-    const int along_depth = depth < rows ? depth : rows;  // the tile holds at most `rows` rows
-    const int share = d == 0 && NDim == 3 ? along_depth : (d == NDim - 2 && NDim == 3 ? rows / along_depth : rows);
-    dims[d].tile = std::max(1, std::min(extent, share));
-    rows = std::max(1, rows / dims[d].tile);
-  }
-}
 
 /// A backward-data block's tiles for `slots` thread slots per lane and `runs` W runs per phase
 /// class: its thread roles, tiles and dy windows (no longer than dy reaches); returns the dy
@@ -165,6 +66,8 @@ std::size_t data_shared_layout(DataKernelParams<T, NDim>& k, int chunk) {
          sizeof(float);
 }
 
+/// A backward-data plan: the vector kernel's where it takes the problem (vectors), else the
+/// window kernel's.
 template <typename T, int NDim>
 struct DataPlan {
   Status status;
@@ -172,15 +75,23 @@ struct DataPlan {
   std::size_t shared_bytes = 0;
   std::int64_t blocks = 0;
   int window_taps = 1;
+  bool vectors = false;
+  VectorDataPlan<T, NDim> vector{};
 };
 
 template <typename T, int NDim>
-DataPlan<T, NDim> make_data_plan(const Problem<NDim>& problem) {
+DataPlan<T, NDim> make_data_plan(const Problem<NDim>& problem, Kernels kernels = kOpKernels) {
   DataPlan<T, NDim> plan;
   const ConvParams<NDim>& cp = problem.params;
   const std::string no = "algorithm direct cannot run: ";
   plan.status = check_direct_extents(cp);
   if (!plan.status.is_ok()) return plan;
+  if (kernels == Kernels::kVectorsWhereTheyApply &&
+      vector_kernels_take(cp, problem.output_strides, problem.input_strides)) {
+    plan.vector = make_vector_data_plan<T, NDim>(problem);
+    plan.vectors = plan.vector.status.is_ok();
+    if (plan.vectors) return plan;
+  }
   DataKernelParams<T, NDim>& k = plan.params;
   set_sizes(k, cp);
   k.dy_strides = tensor_strides<NDim>(problem.output_strides);
@@ -254,6 +165,9 @@ struct WeightPlan {
   std::size_t workspace = 0;  ///< the slices' fp32 partial sums
   std::int64_t blocks = 0;
   int window_taps = 1;
+  bool vectors = false;
+  VectorWeightPlan<T, NDim> vector{};
+  int slices() const { return vectors ? vector.params.slices : params.slices; }
 };
 
 /// Sets the shared-memory layout of a weight tile: dy's tile, then x's window with a tail for
@@ -289,12 +203,22 @@ void weight_tiles(WeightKernelParams<T, NDim>& k, int outer_rows) {
 }
 
 template <typename T, int NDim>
-WeightPlan<T, NDim> make_weight_plan(const Problem<NDim>& problem, const DeviceInfo& device) {
+WeightPlan<T, NDim> make_weight_plan(const Problem<NDim>& problem, const DeviceInfo& device,
+                                     Kernels kernels = kOpKernels) {
   WeightPlan<T, NDim> plan;
   const ConvParams<NDim>& cp = problem.params;
   const std::string no = "algorithm direct cannot run: ";
   plan.status = check_direct_extents(cp);
   if (!plan.status.is_ok()) return plan;
+  if (kernels == Kernels::kVectorsWhereTheyApply &&
+      vector_kernels_take(cp, problem.input_strides, problem.output_strides)) {
+    plan.vector = make_vector_weight_plan<T, NDim>(problem, device);
+    plan.vectors = plan.vector.status.is_ok();
+    if (plan.vectors) {
+      plan.workspace = plan.vector.workspace;
+      return plan;
+    }
+  }
   WeightKernelParams<T, NDim>& k = plan.params;
   set_sizes(k, cp);
   k.x_strides = tensor_strides<NDim>(problem.input_strides);
@@ -340,49 +264,14 @@ WeightPlan<T, NDim> make_weight_plan(const Problem<NDim>& problem, const DeviceI
       return plan;
     }
   }
-  // Slices: enough blocks to fill the device twice over, while their partial sums stay below a
-  // quarter of the bytes the op reads, so that the reduction never dominates.
   const std::int64_t block_tiles = static_cast<std::int64_t>(k.group_tiles) * k.k_tiles * k.combo_blocks;
-  const int resident = std::max<int>(
-      1, std::min<int>(2048 / k.threads, static_cast<int>(device.known && device.shared_per_multiprocessor > 0
-                                                              ? device.shared_per_multiprocessor / plan.shared_bytes
-                                                              : 8)));
-  const std::int64_t target = 2LL * (device.known ? device.multiprocessors : 1) * resident;
-  std::int64_t slices =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(ceil_div(target, block_tiles), k.position_tiles));
   const std::int64_t sums_per_slice = cp.G * cp.K * cp.C * k.taps;
-  const double read_bytes =
-      static_cast<double>(sizeof(T)) *
-      (static_cast<double>(Problem<NDim>::element_space(cp.input_lengths(), problem.input_strides)) +
-       static_cast<double>(Problem<NDim>::element_space(cp.output_lengths(), problem.output_strides)));
-  const std::int64_t cap = static_cast<std::int64_t>(read_bytes / 4 / (4.0 * static_cast<double>(sums_per_slice)));
-  slices = std::max<std::int64_t>(1, std::min(slices, cap));
-  k.tiles_per_slice = ceil_div(k.position_tiles, slices);
-  slices = ceil_div(k.position_tiles, k.tiles_per_slice);
-  if (problem.split_k > kMaxSlices) {
-    plan.status = Status::not_supported(no + "split_k " + std::to_string(problem.split_k) + " is more than " +
-                                        std::to_string(kMaxSlices));
-    return plan;
-  }
-  if (problem.split_k > 0) {  // the caller's slices, some of them empty where they outnumber the tiles
-    slices = problem.split_k;
-    k.tiles_per_slice = ceil_div(k.position_tiles, slices);
-  }
-  if (slices * block_tiles > INT_MAX || slices > INT_MAX) {
-    plan.status = Status::not_supported(no + "more than 2^31 - 1 blocks");
-    return plan;
-  }
-  k.slices = static_cast<int>(slices);
-  plan.blocks = slices * block_tiles;
-  plan.workspace = static_cast<std::size_t>(slices) * static_cast<std::size_t>(sums_per_slice) * sizeof(float);
-  WeightReduceParams<T, NDim>& r = plan.reduce;
-  r.slices = k.slices;
-  r.groups = k.groups, r.k = k.k, r.c = k.c;
-  r.w_g = problem.weight_strides[0], r.w_k = problem.weight_strides[1], r.w_c = problem.weight_strides[2];
-  for (int d = 0; d < NDim; ++d) {
-    r.filter[d] = k.dims[d].filter;
-    r.w_spatial[d] = problem.weight_strides[3 + d];
-  }
+  plan.status = choose_slices<T>(problem, device, k.position_tiles, block_tiles, k.threads, plan.shared_bytes,
+                                 sums_per_slice, &k.tiles_per_slice, &k.slices);
+  if (!plan.status.is_ok()) return plan;
+  plan.blocks = k.slices * block_tiles;
+  plan.workspace = static_cast<std::size_t>(k.slices) * static_cast<std::size_t>(sums_per_slice) * sizeof(float);
+  plan.reduce = weight_reduce_params<T>(problem, k.slices);
   return plan;
 }
 
@@ -390,6 +279,7 @@ WeightPlan<T, NDim> make_weight_plan(const Problem<NDim>& problem, const DeviceI
 /// slots (phase classes × runs) × rows of threads, and the rows a thread owns.
 template <typename T, int NDim>
 std::string data_plan_name(const DataPlan<T, NDim>& plan) {
+  if (plan.vectors) return vector_data_plan_name(plan.vector);
   const DataKernelParams<T, NDim>& k = plan.params;
   return "taps" + std::to_string(plan.window_taps) + "_lanes" + std::to_string(k.lanes) + "_w" +
          std::to_string(k.w_slots) + "x" + std::to_string(kRun) + "_rows" + std::to_string(k.row_slots) + "x" +
@@ -400,6 +290,7 @@ std::string data_plan_name(const DataPlan<T, NDim>& plan) {
 /// block, its thread slots per lane, and the slices the reduction adds.
 template <typename T, int NDim>
 std::string weight_plan_name(const WeightPlan<T, NDim>& plan) {
+  if (plan.vectors) return vector_weight_plan_name(plan.vector);
   const WeightKernelParams<T, NDim>& k = plan.params;
   return "taps" + std::to_string(plan.window_taps) + "_lanes" + std::to_string(k.lanes) + "_slots" +
          std::to_string(k.slots) + "_slices" + std::to_string(k.slices);
