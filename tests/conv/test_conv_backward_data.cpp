@@ -234,6 +234,10 @@ TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
   refused(problem, {nullptr, ok.w, ok.dx}, StatusCode::kInvalidArgument, "null dy");
   refused(problem, {ok.dy, ok.w, storage.data() + 29990}, StatusCode::kInvalidArgument, "dx overlaps dy");
   refused(problem, {ok.dy, ok.w, storage.data() + 49990}, StatusCode::kInvalidArgument, "dx overlaps w");
+  // One byte off an fp16 element: refused by name (on the GPU a misaligned address faults).
+  const T* odd = reinterpret_cast<const T*>(reinterpret_cast<const char*>(ok.dy) + 1);
+  refused(problem, {odd, ok.w, ok.dx}, StatusCode::kInvalidArgument, "dy one byte off");
+  EXPECT_NE(Op::can_implement(problem, {odd, ok.w, ok.dx}).message().find("dy is not aligned"), std::string::npos);
   Problem<2> aliasing = problem;
   aliasing.input_strides[3] = 0;  // every row of dx at one place
   refused(aliasing, ok, StatusCode::kInvalidArgument, "dx strides alias");

@@ -64,18 +64,32 @@ TEST(OutputsDisjoint, NamesTheFirstOverlap) {
   static unsigned char memory[64];
   const hipgrad::MemoryRange outputs[] = {{memory, 16, "y"}, {memory + 16, 8, "mean"}, {nullptr, 8, "rstd"}};
   const hipgrad::MemoryRange inputs[] = {{memory + 32, 32, "x"}, {memory + 24, 8, "gamma"}};
-  EXPECT_TRUE(hipgrad::check_outputs_disjoint(outputs, inputs).is_ok());  // touching is not overlapping
+  EXPECT_TRUE(hipgrad::check_memory_ranges(outputs, inputs).is_ok());  // touching is not overlapping
 
   const hipgrad::MemoryRange overlapping_input[] = {{memory + 15, 2, "x"}};
-  hipgrad::Status st = hipgrad::check_outputs_disjoint(outputs, overlapping_input);
+  hipgrad::Status st = hipgrad::check_memory_ranges(outputs, overlapping_input);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "y overlaps x");
 
   const hipgrad::MemoryRange two_outputs[] = {{memory, 16, "dx"}, {memory + 8, 4, "dgamma"}};
   const hipgrad::MemoryRange none[] = {{nullptr, 0, "unused"}};
-  st = hipgrad::check_outputs_disjoint(two_outputs, none);
+  st = hipgrad::check_memory_ranges(two_outputs, none);
   EXPECT_EQ(st.message(), "dgamma overlaps dx");
   EXPECT_FALSE(hipgrad::ranges_overlap(memory, 0, memory, 8));  // empty ranges never overlap
+}
+
+TEST(OutputsDisjoint, PointersOffTheirElementsAreRefusedByName) {
+  alignas(16) static unsigned char memory[64];
+  const hipgrad::MemoryRange aligned[] = {{memory, 16, "y", 4}, {memory + 16, 8, "mean", 8}, {nullptr, 8, "rstd", 4}};
+  const hipgrad::MemoryRange half_input[] = {{memory + 34, 16, "x", 2}};
+  EXPECT_TRUE(hipgrad::check_memory_ranges(aligned, half_input).is_ok());
+  const hipgrad::MemoryRange odd_input[] = {{memory + 33, 16, "x", 2}};
+  hipgrad::Status st = hipgrad::check_memory_ranges(aligned, odd_input);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "x is not aligned to its 2-byte elements");
+  const hipgrad::MemoryRange off_output[] = {{memory + 2, 16, "dw", 4}};
+  st = hipgrad::check_memory_ranges(off_output, half_input);
+  EXPECT_EQ(st.message(), "dw is not aligned to its 4-byte elements");
 }
 
 TEST(PlanCache, FindsEqualKeysOnlyAndReplacesRoundRobin) {

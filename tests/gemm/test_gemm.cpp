@@ -543,6 +543,9 @@ TEST(GemmProblem, CanImplementRejectsWithAReason) {
   p.split_k = 65;
   rejects(p, ok, "exceeds K=64");
   rejects(good, Op::Args{ok.a, ok.b, fake_pointer<hipgrad::half>(0x100000 + 64)}, "C overlaps A");
+  // A pointer off its element's alignment would fault the GPU: refused by name.
+  rejects(good, Op::Args{fake_pointer<const hipgrad::half>(0x100001), ok.b, ok.c}, "A is not aligned to its 2-byte");
+  rejects(good, Op::Args{ok.a, ok.b, fake_pointer<hipgrad::half>(0x300003)}, "C is not aligned to its 2-byte");
   EXPECT_EQ(Op::workspace_size(good), 0u);
   p = good;
   p.split_k = 4;

@@ -170,6 +170,28 @@ TEST(GroupNormProblem, AliasingOutputsAreRejected) {
   expect_invalid(Bwd::can_implement(b, ba), "dgamma overlaps gamma");
 }
 
+/// Pointers off their elements' alignment (an fp16 tensor one byte off, an fp32 one two bytes
+/// off) are refused by name before anything launches: on the GPU they would fault.
+TEST(GroupNormProblem, MisalignedPointersAreRejected) {
+  auto off = [](auto* p, std::uintptr_t bytes) {
+    return reinterpret_cast<decltype(p)>(reinterpret_cast<std::uintptr_t>(p) + bytes);
+  };
+  const auto p = gn::ForwardProblem::packed({2, 32, 4, 4}, 4, false);
+  auto a = forward_args();
+  a.x = off(a.x, 1);
+  expect_invalid(Fwd::can_implement(p, a), "x is not aligned to its 2-byte elements");
+  a = forward_args();
+  a.rstd = off(a.rstd, 2);
+  expect_invalid(Fwd::can_implement(p, a), "rstd is not aligned to its 4-byte elements");
+  const auto b = gn::BackwardProblem::packed({2, 32, 4, 4}, 4, false);
+  auto ba = backward_args();
+  ba.dgamma = off(ba.dgamma, 2);
+  expect_invalid(Bwd::can_implement(b, ba), "dgamma is not aligned");
+  ba = backward_args();
+  ba.dy = off(ba.dy, 1);
+  expect_invalid(Bwd::can_implement(b, ba), "dy is not aligned");
+}
+
 TEST(GroupNormProblem, RunRejectsASmallWorkspace) {
   // Below workspace_size is refused on every path, also where the path taken needs less (the
   // one-read forward needs none): the bound does not depend on the pointers or the GPU's choice.

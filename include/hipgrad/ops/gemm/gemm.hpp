@@ -118,9 +118,10 @@ class Gemm {
     if (problem.allow_tf32 && !std::is_same_v<T, float>) {
       return Status::invalid_argument(std::string("allow_tf32 applies to fp32 only, the data are ") + type_name<T>());
     }
-    const MemoryRange outputs[] = {{args.c, bytes(problem.c()), "C"}};
-    const MemoryRange inputs[] = {{args.a, bytes(problem.a()), "A"}, {args.b, bytes(problem.b()), "B"}};
-    return check_outputs_disjoint(outputs, inputs);
+    const MemoryRange outputs[] = {{args.c, bytes(problem.c()), "C", sizeof(T)}};
+    const MemoryRange inputs[] = {{args.a, bytes(problem.a()), "A", sizeof(T)},
+                                  {args.b, bytes(problem.b()), "B", sizeof(T)}};
+    return check_memory_ranges(outputs, inputs);
   }
 
   /// alpha·acc + beta·C stored into C (split-K partials are the launcher's).

@@ -85,12 +85,14 @@ class Backward {
     };
     const std::size_t stats = static_cast<std::size_t>(p.x.n() * p.groups) * sizeof(float);
     const std::size_t params = static_cast<std::size_t>(p.x.c()) * sizeof(TParam);
-    const MemoryRange outputs[] = {
-        {a.dx, tensor_bytes(p.dx), "dx"}, {a.dgamma, params, "dgamma"}, {a.dbeta, params, "dbeta"}};
-    const MemoryRange inputs[] = {{a.dy, tensor_bytes(p.dy), "dy"}, {a.x, tensor_bytes(p.x), "x"},
-                                  {a.gamma, params, "gamma"},       {a.beta, params, "beta"},
-                                  {a.mean, stats, "mean"},          {a.rstd, stats, "rstd"}};
-    return check_outputs_disjoint(outputs, inputs);
+    constexpr std::size_t kData = sizeof(T), kParam = sizeof(TParam), kStat = sizeof(float);
+    const MemoryRange outputs[] = {{a.dx, tensor_bytes(p.dx), "dx", kData},
+                                   {a.dgamma, params, "dgamma", kParam},
+                                   {a.dbeta, params, "dbeta", kParam}};
+    const MemoryRange inputs[] = {{a.dy, tensor_bytes(p.dy), "dy", kData}, {a.x, tensor_bytes(p.x), "x", kData},
+                                  {a.gamma, params, "gamma", kParam},      {a.beta, params, "beta", kParam},
+                                  {a.mean, stats, "mean", kStat},          {a.rstd, stats, "rstd", kStat}};
+    return check_memory_ranges(outputs, inputs);
   }
   /// Everything run() decides: the tiling of the three-pass launches, the one-read and staged
   /// plans (at most one usable decides the path) and the workspace: the larger of the carve-ups

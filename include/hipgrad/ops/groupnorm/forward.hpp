@@ -158,9 +158,12 @@ class Forward {
     const std::size_t params = static_cast<std::size_t>(p.x.c()) * sizeof(TParam);
     const std::size_t x_bytes = static_cast<std::size_t>(p.x.element_space()) * sizeof(T);
     const std::size_t y_bytes = static_cast<std::size_t>(p.y.element_space()) * sizeof(T);
-    const MemoryRange outputs[] = {{a.y, y_bytes, "y"}, {a.mean, stats, "mean"}, {a.rstd, stats, "rstd"}};
-    const MemoryRange inputs[] = {{a.x, x_bytes, "x"}, {a.gamma, params, "gamma"}, {a.beta, params, "beta"}};
-    return check_outputs_disjoint(outputs, inputs);
+    constexpr std::size_t kData = sizeof(T), kParam = sizeof(TParam), kStat = sizeof(float);
+    const MemoryRange outputs[] = {
+        {a.y, y_bytes, "y", kData}, {a.mean, stats, "mean", kStat}, {a.rstd, stats, "rstd", kStat}};
+    const MemoryRange inputs[] = {
+        {a.x, x_bytes, "x", kData}, {a.gamma, params, "gamma", kParam}, {a.beta, params, "beta", kParam}};
+    return check_memory_ranges(outputs, inputs);
   }
   struct Buffers {
     detail::Moments* partials;

@@ -51,10 +51,10 @@ Status check_op_arguments(const Problem<NDim>& problem, const ArgumentTensor& fi
     return Status::invalid_argument(std::string(output.name) + "'s strides " + lengths_to_string(output.strides) +
                                     " make two of its elements share memory");
   }
-  const MemoryRange outputs[] = {{output.data, tensor_bytes<T, NDim>(output), output.name}};
-  const MemoryRange inputs[] = {{first.data, tensor_bytes<T, NDim>(first), first.name},
-                                {second.data, tensor_bytes<T, NDim>(second), second.name}};
-  return check_outputs_disjoint(outputs, inputs);
+  const MemoryRange outputs[] = {{output.data, tensor_bytes<T, NDim>(output), output.name, sizeof(T)}};
+  const MemoryRange inputs[] = {{first.data, tensor_bytes<T, NDim>(first), first.name, sizeof(T)},
+                                {second.data, tensor_bytes<T, NDim>(second), second.name, sizeof(T)}};
+  return check_memory_ranges(outputs, inputs);
 }
 
 /// not_supported where a launch would have more sub-problems than the host table of an op may
