@@ -84,11 +84,13 @@ Status run_on_device(const hipgrad::host::ExampleArgs& args, const hipgrad::host
   HIPGRAD_RETURN_IF_ERROR(launch_row_moments(x_dev.data(), rows, cols, out_dev.data(), nullptr));
   HIPGRAD_RETURN_IF_ERROR(out_dev.copy_to(result));
   if (!args.time) return Status::ok();
+  TimingOptions timing;
+  timing.repeats = static_cast<int>(args.timed_runs(timing.repeats));
   return time_median_ms(
       [&](int iteration) {
         return launch_row_moments(x_dev.data() + (iteration % copies) * elements, rows, cols, out_dev.data(), nullptr);
       },
-      TimingOptions{}, median_ms);
+      timing, median_ms);
 }
 
 template <typename T>

@@ -108,7 +108,7 @@ inline constexpr const char* kOptionsHelp =
     "  --swish=0|1               fuse Swish z*sigmoid(beta*z) after the affine step (default 0)\n"
     "  --swish-beta=1.0          Swish's beta (default 1: SiLU)\n"
     "  --eps=1e-5                epsilon added to the variance (default 1e-5)\n"
-    "  --repeats=20              timed runs when time=1 (default 20)\n";
+    "  --repeats=20              timed runs (default: the time argument if > 1, else 20)\n";
 
 inline std::string usage(const char* program) { return hh::example_usage(program, kSizesHelp) + kOptionsHelp; }
 
@@ -167,7 +167,7 @@ inline Status parse_choices(Config* c) {
 
 inline Status parse_numbers(Config* c) {
   const bool swish = c->args.get_bool("swish", false);
-  const std::int64_t repeats = c->args.get_int("repeats", 20);
+  const std::int64_t repeats = c->args.timed_runs(20);
   HIPGRAD_RETURN_IF_ERROR(c->args.option_status());
   HIPGRAD_RETURN_IF_ERROR(parse_float(c->args, "swish-beta", 1.0, &c->swish_beta));
   HIPGRAD_RETURN_IF_ERROR(parse_float(c->args, "eps", 1e-5, &c->epsilon));
@@ -540,6 +540,17 @@ int example_main(int argc, char** argv) {
   if (!st.is_ok()) {
     std::fprintf(stderr, "%s\n%s", st.message().c_str(), usage(argv[0]).c_str());
     return 2;
+  }
+  if (c.args.dry_run()) {  // what the command line selects, without a GPU
+    std::printf(
+        "%s: verify %d, init %s, time %d (%d runs), dtype %s, param %s, layout %s, N %lld H %lld W %lld G %lld "
+        "C %lld, swish %d\n",
+        program_name(kOp), c.args.verify ? 1 : 0, hh::init_method_name(c.args.init), c.args.time ? 1 : 0,
+        c.args.time ? c.repeats : 0, c.dtype.c_str(), c.param_fp32 ? "fp32" : "same", c.channels_last ? "nhwc" : "nchw",
+        static_cast<long long>(c.n), static_cast<long long>(c.h), static_cast<long long>(c.w),
+        static_cast<long long>(c.groups), static_cast<long long>(c.channels_per_group),
+        c.activation == gn::Activation::kSwish ? 1 : 0);
+    return 0;
   }
   if (!hh::require_gpu(program_name(kOp))) return 1;
   try {

@@ -43,7 +43,7 @@ constexpr const char* kOptionsHelp =
     "  --alpha=1 --beta=0       C = alpha*A*B + beta*C\n"
     "  --split-k=1              K slices summed in a fixed order\n"
     "  --algorithm=auto         auto, tma, matrix or simt (a forced one that cannot run is an error)\n"
-    "  --repeats=20             timed runs when time=1\n";
+    "  --repeats=20             timed runs (default: the time argument if > 1, else 20)\n";
 
 struct Config {
   hh::ExampleArgs args;
@@ -87,7 +87,7 @@ Status parse_config(Config* c) {
   c->problem.allow_tf32 = a.get_bool("tf32", false);
   c->problem.alpha = static_cast<float>(a.get_double("alpha", 1.0));
   c->problem.beta = static_cast<float>(a.get_double("beta", 0.0));
-  const std::int64_t split = a.get_int("split-k", 1), repeats = a.get_int("repeats", 20);
+  const std::int64_t split = a.get_int("split-k", 1), repeats = a.timed_runs(20);
   HIPGRAD_RETURN_IF_ERROR(a.option_status());
   HIPGRAD_RETURN_IF_ERROR(parse_layout(a.get_string("layout", "rrr"), &c->problem));
   HIPGRAD_RETURN_IF_ERROR(parse_algorithm(a.get_string("algorithm", "auto"), &c->problem));

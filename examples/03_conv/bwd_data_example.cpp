@@ -42,7 +42,8 @@ struct DataGradient {
 template <int NDim>
 int run_rank(const Config& c, const char* program) {
   if (c.dtype == "fp32") return run_gradient<DataGradient<float, NDim>, float, NDim>(c, program);
-  if (c.dtype == "bf16") return run_gradient<DataGradient<hipgrad::bfloat16, NDim>, hipgrad::bfloat16, NDim>(c, program);
+  if (c.dtype == "bf16")
+    return run_gradient<DataGradient<hipgrad::bfloat16, NDim>, hipgrad::bfloat16, NDim>(c, program);
   return run_gradient<DataGradient<hipgrad::half, NDim>, hipgrad::half, NDim>(c, program);
 }
 
@@ -65,6 +66,7 @@ int run_backward_data_example(int argc, char** argv, bool grouped, const char* p
                  kOptionsHelp);
     return 2;
   }
+  if (c.args.dry_run()) return print_dry_run(c, program);
   if (!hh::require_gpu(program)) return 1;
   if (c.ndim == 1) return run_rank<1>(c, program);
   if (c.ndim == 3) return run_rank<3>(c, program);

@@ -42,7 +42,8 @@ struct WeightGradient {
 template <int NDim>
 int run_rank(const Config& c, const char* program) {
   if (c.dtype == "fp32") return run_gradient<WeightGradient<float, NDim>, float, NDim>(c, program);
-  if (c.dtype == "bf16") return run_gradient<WeightGradient<hipgrad::bfloat16, NDim>, hipgrad::bfloat16, NDim>(c, program);
+  if (c.dtype == "bf16")
+    return run_gradient<WeightGradient<hipgrad::bfloat16, NDim>, hipgrad::bfloat16, NDim>(c, program);
   return run_gradient<WeightGradient<hipgrad::half, NDim>, hipgrad::half, NDim>(c, program);
 }
 
@@ -50,8 +51,9 @@ int run_rank(const Config& c, const char* program) {
 
 int run_backward_weight_example(int argc, char** argv, const char* program) {
   Config c;
-  const char* sizes_help = "NDim G N K C [Z] Y X [Di] Hi Wi [Sz] Sy Sx [Dz] Dy Dx [LeftPz] LeftPy LeftPx "
-                           "[RightPz] RightPy RightPx (default 3 4 1 128 256 3 3 3 14 14 14 1 1 1 1 1 1 1 1 1 1 1 1)";
+  const char* sizes_help =
+      "NDim G N K C [Z] Y X [Di] Hi Wi [Sz] Sy Sx [Dz] Dy Dx [LeftPz] LeftPy LeftPx "
+      "[RightPz] RightPy RightPx (default 3 4 1 128 256 3 3 3 14 14 14 1 1 1 1 1 1 1 1 1 1 1 1)";
   Status s = hh::parse_example_args(argc, argv, &c.args);
   if (s.is_ok() && c.args.help) {
     std::printf("%s%s", hh::example_usage(program, sizes_help).c_str(), kWeightOptionsHelp);
@@ -63,6 +65,7 @@ int run_backward_weight_example(int argc, char** argv, const char* program) {
                  kWeightOptionsHelp);
     return 2;
   }
+  if (c.args.dry_run()) return print_dry_run(c, program);
   if (!hh::require_gpu(program)) return 1;
   if (c.ndim == 1) return run_rank<1>(c, program);
   if (c.ndim == 2) return run_rank<2>(c, program);

@@ -36,15 +36,16 @@ constexpr const char* kOptionsHelp =
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
     "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes or direct (a forced one that cannot run is\n"
     "                                an error)\n"
-    "  --repeats=20                  timed runs when time=1\n";
+    "  --repeats=20                  timed runs (default: the time argument if > 1, else 20)\n";
 constexpr const char* kWeightOptionsHelp =
     "options:\n"
     "  --dtype=fp16|bf16|fp32        x, dy and dw (default fp16)\n"
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
     "  --split-k=auto                splits of the reduction over N and the output positions: a count, or auto\n"
-    "  --algorithm=auto              auto, gather, matrix, simt or direct (a forced one that cannot run is an error)\n"
-    "  --repeats=20                  timed runs when time=1\n";
+    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes or direct (a forced one that cannot run is\n"
+    "                                an error)\n"
+    "  --repeats=20                  timed runs (default: the time argument if > 1, else 20)\n";
 
 /// The command line's convolution, dtype and options; `grouped`: the sizes start NDim G N K C.
 struct Config {
@@ -87,15 +88,17 @@ inline Status parse_algorithm(const std::string& text, hc::Algorithm* algorithm)
       return Status::ok();
     }
   }
-  return Status::invalid_argument("bad option --algorithm=" + text + ": expected auto, gather, matrix, simt, tma_boxes or direct");
+  return Status::invalid_argument("bad option --algorithm=" + text +
+                                  ": expected auto, gather, matrix, simt, tma_boxes or direct");
 }
 
 /// Reads the sizes (NDim, [G,] N, K, C and 6·NDim spatial values) and the options; `weight`:
 /// backward-weight's defaults and its --split-k.
 inline Status parse_config(Config* c, bool grouped, bool weight = false) {
   const hh::ExampleArgs& a = c->args;
-  HIPGRAD_RETURN_IF_ERROR(weight ? a.reject_unknown_options({"dtype", "tf32", "layout", "algorithm", "repeats", "split-k"})
-                                 : a.reject_unknown_options({"dtype", "tf32", "layout", "algorithm", "repeats"}));
+  HIPGRAD_RETURN_IF_ERROR(weight
+                              ? a.reject_unknown_options({"dtype", "tf32", "layout", "algorithm", "repeats", "split-k"})
+                              : a.reject_unknown_options({"dtype", "tf32", "layout", "algorithm", "repeats"}));
   if (a.sizes.empty()) {
     c->ndim = weight ? 3 : 2;
     c->sizes = weight ? default_weight_sizes() : default_sizes();
@@ -115,7 +118,7 @@ inline Status parse_config(Config* c, bool grouped, bool weight = false) {
     return Status::invalid_argument("bad option --dtype=" + c->dtype + ": expected fp16, bf16 or fp32");
   }
   c->tf32 = a.get_bool("tf32", false);
-  const std::int64_t repeats = a.get_int("repeats", 20);
+  const std::int64_t repeats = a.timed_runs(20);
   HIPGRAD_RETURN_IF_ERROR(a.option_status());
   HIPGRAD_RETURN_IF_ERROR(parse_layout(a.get_string("layout", "nhwgc"), &c->layout));
   HIPGRAD_RETURN_IF_ERROR(parse_algorithm(a.get_string("algorithm", "auto"), &c->algorithm));
@@ -123,7 +126,6 @@ inline Status parse_config(Config* c, bool grouped, bool weight = false) {
   if (repeats < 1 || repeats > 1000000) return Status::invalid_argument("--repeats must be 1 to 1000000");
   c->repeats = static_cast<int>(repeats);
   if (weight) {
-    if (c->algorithm == hc::Algorithm::kTmaBoxes) return Status::invalid_argument("--algorithm=tma_boxes is backward-data's");
     const std::string split = a.get_string("split-k", "auto");
     if (split != "auto") {
       char* end = nullptr;
@@ -155,6 +157,21 @@ hc::Problem<NDim> make_problem(const Config& c) {
   problem.algorithm = c.algorithm;
   problem.split_k = c.split_k;
   return problem;
+}
+
+/// --dry-run: what the command line selects, printed without touching a GPU; the exit status.
+inline int print_dry_run(const Config& c, const char* program) {
+  auto report = [&](auto problem) {
+    const hipgrad::Status valid = problem.validate();
+    std::printf("%s: verify %d, init %s, time %d (%d runs), dtype %s, %s\n", program, c.args.verify ? 1 : 0,
+                hh::init_method_name(c.args.init), c.args.time ? 1 : 0, c.args.time ? c.repeats : 0, c.dtype.c_str(),
+                problem.to_string().c_str());
+    if (!valid.is_ok()) std::fprintf(stderr, "%s: %s\n", program, valid.to_string().c_str());
+    return valid.is_ok() ? 0 : 2;
+  };
+  if (c.ndim == 1) return report(make_problem<1>(c));
+  if (c.ndim == 3) return report(make_problem<3>(c));
+  return report(make_problem<2>(c));
 }
 
 /// "[2, 3, 4] strides [24, 8, 1]" for a tensor's lengths and strides.
@@ -201,7 +218,8 @@ int run_gradient(const Config& c, const char* program) {
   std::memset(out.data(), 0xff, out.storage_bytes());  // NaN: the op must write every element
   std::printf("%s %s, init %s\n", p.to_string().c_str(), c.dtype.c_str(), hh::init_method_name(c.args.init));
   for (int i = 0; i < 3; ++i) {
-    std::printf("%-2s %s\n", Gradient::kNames[i], describe(Gradient::lengths(problem, i), Gradient::strides(problem, i)).c_str());
+    std::printf("%-2s %s\n", Gradient::kNames[i],
+                describe(Gradient::lengths(problem, i), Gradient::strides(problem, i)).c_str());
   }
 
   const int copies = c.args.time ? hh::l2_rotation_copies(a.storage_bytes() + b.storage_bytes()) : 1;

@@ -101,10 +101,29 @@ TEST(HostCli, HelpIsNotAnError) {
   EXPECT_TRUE(a.options.empty());
 }
 
+/// CK's examples read the third argument as a count of runs ("run kernel # of times (>1)"):
+/// `example_convnd_bwd_data 0 1 5` times 5 runs; 1 times the example's default; --repeats wins.
+TEST(HostCli, TimeIsAFlagOrACountOfRuns) {
+  ExampleArgs a;
+  ASSERT_TRUE(parse({"0", "1", "5"}, &a).is_ok());
+  EXPECT_FALSE(a.verify);
+  EXPECT_TRUE(a.time);
+  EXPECT_EQ(a.timed_runs(20), 5);
+  ASSERT_TRUE(parse({"1", "2", "1"}, &a).is_ok());
+  EXPECT_TRUE(a.time);
+  EXPECT_EQ(a.timed_runs(20), 20);
+  ASSERT_TRUE(parse({"1", "2", "0"}, &a).is_ok());
+  EXPECT_FALSE(a.time);
+  ASSERT_TRUE(parse({"1", "1", "5", "--repeats=7"}, &a).is_ok());
+  EXPECT_EQ(a.timed_runs(20), 7);
+}
+
 TEST(HostCli, FlagsOutOfRange) {
   EXPECT_EQ(parse_error({"2"}), "bad argument '2': verify must be 0 or 1");
   EXPECT_EQ(parse_error({"1", "3"}), "bad argument '3': init must be 0, 1 or 2");
-  EXPECT_EQ(parse_error({"1", "1", "2"}), "bad argument '2': time must be 0 or 1");
+  EXPECT_EQ(parse_error({"1", "1", "-2"}), "bad argument '-2': time must be 0, 1 or a count of runs up to 1000000");
+  EXPECT_EQ(parse_error({"1", "1", "1000001"}),
+            "bad argument '1000001': time must be 0, 1 or a count of runs up to 1000000");
   EXPECT_EQ(parse_error({"-1"}), "bad argument '-1': verify must be 0 or 1");
 }
 

@@ -1,8 +1,9 @@
 /// @file cli.hpp
 /// @brief The examples' command line: `example_<op> [verify init time [sizes...]] [--key=value ...]`.
 ///
-/// Host-only. Positional arguments are verify (0/1), init (0/1/2), time (0/1), in that order, and
-/// any that follow are integer problem sizes; a shorter prefix keeps the defaults of the rest.
+/// Host-only. Positional arguments are verify (0/1), init (0/1/2), time (0: no timing, 1: time the
+/// example's default number of runs, n > 1: time n runs, as CK's examples read it), in that order,
+/// and any that follow are integer problem sizes; a shorter prefix keeps the defaults of the rest.
 /// Options (`--name=value`, or `--name` meaning `--name=true`) may appear anywhere; a repeated
 /// option keeps its last value, so a script can append an override. `-h` and `--help` ask for
 /// the usage text. Parsing checks the forms and the three flags; each example checks how many
@@ -77,11 +78,19 @@ struct ExampleArgs {
   bool verify = true;
   InitMethod init = InitMethod::kIntegers;
   bool time = false;
-  bool help = false;  ///< -h or --help was given: print example_usage() and exit
+  std::int64_t time_runs = 0;  ///< the time argument's count where it is more than 1
+  bool help = false;           ///< -h or --help was given: print example_usage() and exit
   std::vector<std::int64_t> sizes;
   std::map<std::string, std::string> options;
 
   bool has_option(const std::string& key) const { return options.count(key) != 0; }
+
+  /// The timed runs: --repeats where given, else the time argument's count where it is more than
+  /// 1, else `default_runs`.
+  std::int64_t timed_runs(std::int64_t default_runs) const {
+    if (has_option("repeats")) return get_int("repeats", default_runs);
+    return time_runs > 1 ? time_runs : default_runs;
+  }
 
   /// The typed getters return the option's value, or `default_value` when it is absent. A value
   /// that does not parse also yields the default and is recorded: option_status() reports the
@@ -110,9 +119,13 @@ struct ExampleArgs {
 
   /// invalid_argument naming the first option that is not in `known` (a misspelt option would
   /// otherwise be ignored silently).
+  /// --dry-run: check the command line, print what it selects and exit, touching no GPU.
+  bool dry_run() const { return get_bool("dry-run", false); }
+
+  /// invalid_argument naming the first option that is neither in `known` nor --dry-run.
   Status reject_unknown_options(const std::vector<std::string>& known) const {
     for (const auto& option : options) {
-      bool found = false;
+      bool found = option.first == "dry-run";
       for (const std::string& k : known) found = found || k == option.first;
       if (found) continue;
       std::string list;
@@ -151,6 +164,14 @@ inline Status set_positional(int position, const std::string& text, ExampleArgs*
     args->sizes.push_back(value);
     return Status::ok();
   }
+  if (position == 2) {  // 0, 1 or a count of runs
+    if (value < 0 || value > 1000000)
+      return Status::invalid_argument("bad argument '" + text +
+                                      "': time must be 0, 1 or a count of runs up to 1000000");
+    args->time = value >= 1;
+    args->time_runs = value > 1 ? value : 0;
+    return Status::ok();
+  }
   const std::int64_t max = position == 1 ? 2 : 1;
   if (value < 0 || value > max) {
     return Status::invalid_argument("bad argument '" + text + "': " + kNames[position] + " must be " +
@@ -158,7 +179,6 @@ inline Status set_positional(int position, const std::string& text, ExampleArgs*
   }
   if (position == 0) args->verify = value == 1;
   if (position == 1) args->init = static_cast<InitMethod>(value);
-  if (position == 2) args->time = value == 1;
   return Status::ok();
 }
 
@@ -209,9 +229,12 @@ inline std::string example_usage(const char* program, const char* sizes_help) {
                       " [verify init time [sizes...]] [--key=value ...]\n"
                       "  verify  1: compare with the CPU reference (default), 0: skip\n"
                       "  init    1: integers in [-5, 5] (default), 2: decimals in [-1, 1), 0: leave memory as is\n"
-                      "  time    1: report the median time of timed runs, 0: skip (default)\n";
+                      "  time    0: skip (default), 1: report the median time of the default number of timed\n"
+                      "          runs, n > 1: of n timed runs (--repeats, where given, sets the count)\n";
   if (sizes_help != nullptr && sizes_help[0] != '\0') usage += std::string("  sizes   ") + sizes_help + "\n";
-  usage += "  --key=value  options of this example; -h, --help: this text\n";
+  usage +=
+      "  --key=value  options of this example; -h, --help: this text\n"
+      "  --dry-run    check the command line, print what it selects, and exit (no GPU needed)\n";
   return usage;
 }
 

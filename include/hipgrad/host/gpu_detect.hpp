@@ -9,6 +9,18 @@
 
 namespace hipgrad::host {
 
+/// The plain cause of a failed device count: the runtime's own words for a missing driver ("driver
+/// version is insufficient") mislead on a machine that has no driver at all.
+inline std::string no_gpu_reason(hipError_t error) {
+  const std::string code = std::string(" (") + hipGetErrorName(error) + ": " + hipGetErrorString(error) + ")";
+  if (error == hipErrorInsufficientDriver)
+    return "no GPU available: no GPU driver was found, or it is older than the runtime this program was built "
+           "with" +
+           code;
+  if (error == hipErrorNoDevice) return "no GPU available: the driver reports no GPU" + code;
+  return "no GPU available: the runtime could not count the GPUs" + code;
+}
+
 /// True when the runtime reports at least one device. Otherwise false, with the reason (no
 /// driver, no device, runtime error) in `*reason` when given. Clears the runtime's sticky
 /// last-error so that later calls are not confused by the probe.
@@ -17,11 +29,9 @@ inline bool gpu_available(std::string* reason = nullptr) {
   const hipError_t error = hipGetDeviceCount(&count);
   (void)hipGetLastError();
   if (error != hipSuccess || count <= 0) {
-    if (reason) {
-      *reason = error != hipSuccess
-                    ? std::string("no GPU available: ") + hipGetErrorName(error) + " (" + hipGetErrorString(error) + ")"
-                    : std::string("no GPU available: the runtime reports 0 devices");
-    }
+    if (reason)
+      *reason =
+          error != hipSuccess ? no_gpu_reason(error) : std::string("no GPU available: the runtime reports 0 devices");
     return false;
   }
   if (reason) reason->clear();
