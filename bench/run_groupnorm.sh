@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the GroupNorm benchmark, then PyTorch on the same configurations, on a machine
 # with an NVIDIA GPU and PyTorch: bash bench/run_groupnorm.sh [build-dir] [bench options...]
-# Writes ours.jsonl, compare.json and compare.md (docs/perf.md's table) to $OUT (or the build
+# Writes ours.jsonl, compare.json and compare.md (the table of bench/log/groupnorm.md) to $OUT (or the build
 # directory) and prints the table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

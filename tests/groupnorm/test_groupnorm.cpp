@@ -1019,7 +1019,7 @@ TYPED_TEST(GroupNormTest, ChosenPathsAreTheOnesThatRun) {
   EXPECT_GE(rules, 20);
 }
 
-/// The shapes of the benchmark (bench/bench_groupnorm.cpp, the docs/perf.md table), which runs
+/// The shapes of the benchmark (bench/bench_groupnorm.cpp, the table of bench/log/groupnorm.md), which runs
 /// γ/β in the data type.
 std::vector<Case> bench_shapes() {
   return {{{32, 320, 64, 64}, 32}, {{16, 640, 32, 32}, 32},  {{8, 512, 128, 128}, 32}, {{1, 2048, 16, 16}, 64},
@@ -1027,7 +1027,7 @@ std::vector<Case> bench_shapes() {
 }
 
 // Every shape, layout and data type of the benchmark, on the path kAuto picks for it (the
-// configurations docs/perf.md reports), forward and backward with and without Swish. The
+// configurations bench/log/groupnorm.md reports), forward and backward with and without Swish. The
 // mixed-type pairs are not benchmarked; their kernels are the listed cases' business.
 template <typename T, typename TP>
 void check_bench_shapes(bool backward) {

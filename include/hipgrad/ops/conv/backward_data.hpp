@@ -249,8 +249,8 @@ class BackwardData {
   }
 
   /// Whether kAuto may take the box path for `problem` (before what the pointers and the device
-  /// allow): fp16/bf16 only, where it outruns the gather path on every problem measured (TF32's
-  /// swapped product does not: docs/perf-notes.md), and not the plain GEMM of a 1×1 problem.
+  /// allow): fp16/bf16 only (TF32's swapped product gives up the gather path's operand order and
+  /// loses to it: bench/log/conv.md), and not the plain GEMM of a 1×1 problem.
   static bool auto_may_run_boxes(const Problem& problem) {
     return problem.algorithm == Algorithm::kAuto && sizeof(T) == 2 && !detail::is_plain_gemm(problem) &&
            channels_contiguous(problem);

@@ -194,13 +194,13 @@ std::vector<Index> output_strides(const ConvParams<NDimSpatial>& p, ConvLayout l
 /// any other value forces that path, and an op that cannot run it says why (not_supported).
 enum class Algorithm {
   kAuto,
-  kGather,  ///< the warp-specialised gather kernel (sm_90a)
-  kMatrix,  ///< the cp.async matrix mainloops (wgmma, mma.sync, MFMA)
-  kSimt,    ///< the FMA mainloop: any strides, any alignment, exact fp32
-  kTmaBoxes,  ///< backward-data: the warp-specialised kernel with TMA box copies of dy and w
-              ///< (sm_90a, channels contiguous; kAuto takes it for fp16/bf16 where it runs)
+  kGather,    ///< the warp-specialised gather kernel (sm_90a)
+  kMatrix,    ///< the cp.async matrix mainloops (wgmma, mma.sync, MFMA)
+  kSimt,      ///< the FMA mainloop: any strides, any alignment, exact fp32
+  kTmaBoxes,  ///< the warp-specialised kernel with TMA box copies of the operands' positions
+              ///< (sm_90a, channels contiguous; both ops; kAuto's rules: docs/conv.md)
   kDirect,    ///< direct kernels for few channels per group (ops/conv/direct/): any GPU, any
-              ///< layout; kAuto takes them for groups of at most 32 channels in and out
+              ///< layout; kAuto's rule: direct/heuristics.hpp
 };
 
 /// The last Algorithm, for loops over them all.
@@ -243,7 +243,7 @@ struct Problem {
   }
 
   /// invalid_argument naming what is wrong: the convolution, a stride list of the wrong rank or
-  /// with a negative stride, a tensor whose offsets do not fit 63 bits, a negative split, an
+  /// with a negative stride, a tensor that spans more than 2^62 elements, a negative split, an
   /// unknown algorithm.
   Status validate() const {
     HIPGRAD_RETURN_IF_ERROR(params.validate());

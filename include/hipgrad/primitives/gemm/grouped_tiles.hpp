@@ -101,7 +101,7 @@ struct GroupedSchedule {
     const GroupedItem at = find_grouped_item(problems.starts, problems.count, item);
     // A copy, not a reference into device memory: read through a reference, the producer's
     // loader fields are reloaded after every cp.async (which the compiler must assume writes
-    // memory); copied, they are registers or stack slots (measured in docs/perf-notes.md).
+    // memory); copied, they are registers or stack slots (bench/log/gemm.md).
     const SubProblem<LoaderA, LoaderB, Epilogue> p = problems.problems[at.group];
     visit(p.a, p.b, p.epilogue, sub_problem_work<Cfg>(p.a, p.b, at.tile));
   }
