@@ -34,6 +34,7 @@
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
+#include "hipgrad/ops/conv/detail/direct_path.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/plain_gemm.hpp"
 #include "hipgrad/ops/conv/detail/plan_key.hpp"
@@ -171,28 +172,12 @@ class BackwardData {
 
   // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
 
-  using DirectPlan = direct::DataPlan<T, NDim>;
-
-  /// The direct plan of `problem` on the current device, made once per problem and device on
-  /// this thread.
-  static DirectPlan direct_plan(const Problem& problem) {
-    thread_local RecentPlans<detail::ConvPlanKey, DirectPlan, 8> recent;
-    return recent.find_or_make(detail::conv_plan_key(current_device_info(), problem),
-                               [&] { return direct::make_data_plan<T, NDim>(problem); });
-  }
-
-  /// *direct where the call takes the direct kernels: forced, or kAuto's choice
-  /// (direct::auto_takes_direct) where they run; not ok where forced and they cannot.
+  using Direct = detail::DirectPath<T, NDim, direct::MakeDataPlan<T, NDim>>;
+  static auto direct_plan(const Problem& problem) { return Direct::plan(problem); }
   static Status direct_choice(const Problem& problem, bool* direct) {
-    return detail::choose_direct_path<T>(
-        problem, channels_contiguous(problem), [&] { return direct_plan(problem).status; }, direct);
+    return Direct::choose(problem, channels_contiguous(problem), direct);
   }
-
-  /// Whether a valid problem takes the direct kernels.
-  static bool takes_direct(const Problem& problem) {
-    bool direct = false;
-    return direct_choice(problem, &direct).is_ok() && direct;
-  }
+  static bool takes_direct(const Problem& problem) { return Direct::takes(problem, channels_contiguous(problem)); }
 
   /// not_supported where a phase's GEMM does not fit the tile GEMM's 32-bit extents.
   static Status check_index_space(const Problem& problem) {

@@ -38,6 +38,7 @@
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
+#include "hipgrad/ops/conv/detail/direct_path.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/plan_key.hpp"
 #include "hipgrad/ops/conv/direct/launch.hpp"
@@ -187,29 +188,12 @@ class BackwardWeight {
 
   // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
 
-  using DirectPlan = direct::WeightPlan<T, NDim>;
-
-  /// The direct plan of `problem` on the current device, made once per problem and device on
-  /// this thread.
-  static DirectPlan direct_plan(const Problem& problem) {
-    thread_local RecentPlans<detail::ConvPlanKey, DirectPlan, 8> recent;
-    const DeviceInfo& device = current_device_info();
-    return recent.find_or_make(detail::conv_plan_key(device, problem),
-                               [&] { return direct::make_weight_plan<T, NDim>(problem, device); });
-  }
-
-  /// *direct where the call takes the direct kernels: forced, or kAuto's choice
-  /// (direct::auto_takes_direct) where they run; not ok where forced and they cannot.
+  using Direct = detail::DirectPath<T, NDim, direct::MakeWeightPlan<T, NDim>>;
+  static auto direct_plan(const Problem& problem) { return Direct::plan(problem); }
   static Status direct_choice(const Problem& problem, bool* direct) {
-    return detail::choose_direct_path<T>(
-        problem, channels_contiguous(problem), [&] { return direct_plan(problem).status; }, direct);
+    return Direct::choose(problem, channels_contiguous(problem), direct);
   }
-
-  /// Whether a valid problem takes the direct kernels.
-  static bool takes_direct(const Problem& problem) {
-    bool direct = false;
-    return direct_choice(problem, &direct).is_ok() && direct;
-  }
+  static bool takes_direct(const Problem& problem) { return Direct::takes(problem, channels_contiguous(problem)); }
 
   /// not_supported where the GEMM does not fit the tile GEMM's 32-bit extents.
   static constexpr int kMaxSplits = 1024;
@@ -455,7 +439,7 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
   bool direct = false;
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
   if (direct) {
-    const DirectPlan plan = direct_plan(problem);
+    const auto plan = direct_plan(problem);
     HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace, workspace, workspace_bytes));
     if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) != 0)
       return Status::invalid_argument("the workspace must be aligned to 4 bytes (it holds fp32 sums)");

@@ -296,4 +296,19 @@ std::string weight_plan_name(const WeightPlan<T, NDim>& plan) {
          std::to_string(k.slots) + "_slices" + std::to_string(k.slices);
 }
 
+/// The plans as the ops make them (detail::DirectPath): with the ops' kernels (kOpKernels).
+template <typename T, int NDim>
+struct MakeDataPlan {
+  DataPlan<T, NDim> operator()(const Problem<NDim>& problem, const DeviceInfo&) const {
+    return make_data_plan<T, NDim>(problem);
+  }
+};
+
+template <typename T, int NDim>
+struct MakeWeightPlan {
+  WeightPlan<T, NDim> operator()(const Problem<NDim>& problem, const DeviceInfo& device) const {
+    return make_weight_plan<T, NDim>(problem, device);
+  }
+};
+
 }  // namespace hipgrad::conv::direct
