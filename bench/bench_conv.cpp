@@ -184,7 +184,8 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(a.data(), elements[0] * copies, 1));
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(b.data(), elements[1] * copies, 2));
   // --direct=vector: the vector kernels' plan where they take a line the op runs direct.
-  const typename Gradient::VectorPlan vectors = Gradient::vector_plan(problem);
+  const typename Gradient::VectorPlan vectors =
+      g_direct_vectors ? Gradient::vector_plan(problem) : typename Gradient::VectorPlan{};
   const bool run_vectors =
       g_direct_vectors && vectors.vectors && Op::name(problem).find("_direct_") != std::string::npos;
   std::size_t workspace_bytes = Op::workspace_size(problem);

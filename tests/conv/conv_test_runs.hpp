@@ -87,8 +87,9 @@ Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, 
   EXPECT_TRUE(dx_.allocate(x.storage().size()).is_ok() && dx_.copy_from(x).is_ok());
   EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
   EXPECT_TRUE(ddw.allocate(dw.storage().size()).is_ok() && ddw.copy_from(dw).is_ok());
-  const auto plan = conv::direct::make_weight_plan<T, NDim>(problem, current_device_info(),
-                                                            conv::direct::Kernels::kVectorsWhereTheyApply);
+  const auto plan = vectors ? conv::direct::make_weight_plan<T, NDim>(problem, current_device_info(),
+                                                                      conv::direct::Kernels::kVectorsWhereTheyApply)
+                            : conv::direct::WeightPlan<T, NDim>{};
   EXPECT_TRUE(!vectors || plan.vectors) << plan.vector.status.to_string();
   EXPECT_TRUE(workspace.allocate(vectors ? plan.workspace : Op::workspace_size(problem)).is_ok());
   EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());

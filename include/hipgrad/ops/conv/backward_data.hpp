@@ -158,26 +158,24 @@ class BackwardData {
     return problem.output_strides[2] == 1 && problem.weight_strides[2] == 1;
   }
 
+  // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
+
+  using Direct = detail::DirectPath<T, NDim, direct::MakeDataPlan<T, NDim>>;
+  static auto direct_plan(const Problem& problem) { return Direct::plan(problem); }
+  static bool takes_direct(const Problem& problem) { return Direct::takes(problem, channels_contiguous(problem)); }
+
   /// The arguments' checks; *direct: whether the call takes the direct kernels (whose 64-bit
-  /// offsets need none of the tile GEMM's index limits).
-  static Status check_arguments(const Problem& problem, const Args& args, bool* direct) {
+  /// offsets need none of the tile GEMM's index limits), their plan into *direct_plan_taken.
+  static Status check_arguments(const Problem& problem, const Args& args, bool* direct,
+                                typename Direct::Plan* direct_plan_taken = nullptr) {
     const ConvParams<NDim>& p = problem.params;
     HIPGRAD_RETURN_IF_ERROR(
         (detail::check_op_arguments<T, NDim>(problem, {args.dy, p.output_lengths(), problem.output_strides, "dy"},
                                              {args.w, p.weight_lengths(), problem.weight_strides, "w"},
                                              {args.dx, p.input_lengths(), problem.input_strides, "dx"})));
-    HIPGRAD_RETURN_IF_ERROR(direct_choice(problem, direct));
+    HIPGRAD_RETURN_IF_ERROR(Direct::choose(problem, channels_contiguous(problem), direct, direct_plan_taken));
     return *direct ? Status::ok() : check_index_space(problem);
   }
-
-  // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
-
-  using Direct = detail::DirectPath<T, NDim, direct::MakeDataPlan<T, NDim>>;
-  static auto direct_plan(const Problem& problem) { return Direct::plan(problem); }
-  static Status direct_choice(const Problem& problem, bool* direct) {
-    return Direct::choose(problem, channels_contiguous(problem), direct);
-  }
-  static bool takes_direct(const Problem& problem) { return Direct::takes(problem, channels_contiguous(problem)); }
 
   /// not_supported where a phase's GEMM does not fit the tile GEMM's 32-bit extents.
   static Status check_index_space(const Problem& problem) {
@@ -296,8 +294,9 @@ template <typename T, int NDim, typename Cfg, typename NarrowCfg, typename ThinC
 Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& problem, const Args& args, void* workspace,
                                                            std::size_t workspace_bytes, hipStream_t stream) {
   bool direct = false;
-  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
-  if (direct) return direct::launch_backward_data(direct_plan(problem), args.dy, args.w, args.dx, stream);
+  typename Direct::Plan plan;
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct, &plan));
+  if (direct) return direct::launch_backward_data(plan, args.dy, args.w, args.dx, stream);
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
   bool boxes = false;
   HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));

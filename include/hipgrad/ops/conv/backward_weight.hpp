@@ -174,26 +174,24 @@ class BackwardWeight {
 
   static gemm::TileGemmRequest request_of(const Problem& problem) { return detail::gemm_request<T>(problem); }
 
+  // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
+
+  using Direct = detail::DirectPath<T, NDim, direct::MakeWeightPlan<T, NDim>>;
+  static auto direct_plan(const Problem& problem) { return Direct::plan(problem); }
+  static bool takes_direct(const Problem& problem) { return Direct::takes(problem, channels_contiguous(problem)); }
+
   /// The arguments' checks; *direct: whether the call takes the direct kernels (whose 64-bit
-  /// offsets need none of the tile GEMM's index limits).
-  static Status check_arguments(const Problem& problem, const Args& args, bool* direct) {
+  /// offsets need none of the tile GEMM's index limits), their plan into *direct_plan_taken.
+  static Status check_arguments(const Problem& problem, const Args& args, bool* direct,
+                                typename Direct::Plan* direct_plan_taken = nullptr) {
     const ConvParams<NDim>& p = problem.params;
     HIPGRAD_RETURN_IF_ERROR(
         (detail::check_op_arguments<T, NDim>(problem, {args.x, p.input_lengths(), problem.input_strides, "x"},
                                              {args.dy, p.output_lengths(), problem.output_strides, "dy"},
                                              {args.dw, p.weight_lengths(), problem.weight_strides, "dw"})));
-    HIPGRAD_RETURN_IF_ERROR(direct_choice(problem, direct));
+    HIPGRAD_RETURN_IF_ERROR(Direct::choose(problem, channels_contiguous(problem), direct, direct_plan_taken));
     return *direct ? Status::ok() : check_index_space(problem);
   }
-
-  // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
-
-  using Direct = detail::DirectPath<T, NDim, direct::MakeWeightPlan<T, NDim>>;
-  static auto direct_plan(const Problem& problem) { return Direct::plan(problem); }
-  static Status direct_choice(const Problem& problem, bool* direct) {
-    return Direct::choose(problem, channels_contiguous(problem), direct);
-  }
-  static bool takes_direct(const Problem& problem) { return Direct::takes(problem, channels_contiguous(problem)); }
 
   /// not_supported where the GEMM does not fit the tile GEMM's 32-bit extents.
   static constexpr int kMaxSplits = 1024;
@@ -437,9 +435,9 @@ template <typename T, int NDim, typename Cfg>
 Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& args, void* workspace,
                                          std::size_t workspace_bytes, hipStream_t stream) {
   bool direct = false;
-  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
+  typename Direct::Plan plan;
+  HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct, &plan));
   if (direct) {
-    const auto plan = direct_plan(problem);
     HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace, workspace, workspace_bytes));
     if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) != 0)
       return Status::invalid_argument("the workspace must be aligned to 4 bytes (it holds fp32 sums)");

@@ -27,10 +27,15 @@ struct DirectPath {
   }
 
   /// *direct where the call takes the direct kernels: forced, or kAuto's choice
-  /// (direct::auto_takes_direct) where they run; not ok where forced and they cannot.
-  static Status choose(const Problem<NDim>& problem, bool channels_contiguous, bool* direct) {
-    return choose_direct_path<T>(
-        problem, channels_contiguous, [&] { return plan(problem).status; }, direct);
+  /// (direct::auto_takes_direct) where they run; not ok where forced and they cannot. Where they
+  /// run, *taken (if given) receives the plan, so that a call looks it up once.
+  static Status choose(const Problem<NDim>& problem, bool channels_contiguous, bool* direct, Plan* taken = nullptr) {
+    const auto plan_status = [&] {
+      const Plan made = plan(problem);
+      if (taken != nullptr) *taken = made;
+      return made.status;
+    };
+    return choose_direct_path<T>(problem, channels_contiguous, plan_status, direct);
   }
 
   /// Whether a valid problem takes the direct kernels.

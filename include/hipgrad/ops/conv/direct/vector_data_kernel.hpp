@@ -15,18 +15,39 @@
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/conv/direct/params.hpp"
 #include "hipgrad/ops/conv/direct/walk.hpp"
-#include "hipgrad/ops/conv/direct/window_fill.hpp"
 
 namespace hipgrad::conv::direct {
 
-/// kLaneVector lanes `step` apart as fp32 (`valid` of them, the rest zero): one access where they
-/// are adjacent and aligned.
+/// How a thread reaches its kLaneVector lanes of one tensor: `step` apart, `valid` of them (the
+/// rest past G); `vectors` where every access is one aligned vector: lanes adjacent and all valid,
+/// the tensor aligned and every batch and position stride a multiple of the vector. Decided once
+/// per thread, so that no load tests its own address.
+struct LaneAccess {
+  std::int64_t step;
+  int valid;
+  bool vectors;
+};
+
+template <typename T, int NDim>
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE LaneAccess lane_access(const T* tensor, const TensorStrides<NDim>& s, int g0,
+                                                          int groups) {
+  LaneAccess a{s.g, groups - g0 < kLaneVector ? groups - g0 : kLaneVector, false};
+  a.vectors = a.valid == kLaneVector && s.g == 1 && is_vector_aligned<T, kLaneVector>(tensor) && s.n % kLaneVector == 0;
+  for (int d = 0; d < NDim; ++d) a.vectors = a.vectors && s.spatial[d] % kLaneVector == 0;
+  return a;
+}
+
+/// The lanes at `p` as fp32 (zero past the valid ones).
 template <typename T>
-HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void load_lanes(const T* p, std::int64_t step, int valid, float (&v)[kLaneVector]) {
-  Cell<T, kLaneVector> cell;
-  cell.load(p, step, valid);
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void load_lanes(const T* p, const LaneAccess& a, float (&v)[kLaneVector]) {
+  if (a.vectors) {
+    const Vector<T, kLaneVector> raw = load_vector<kLaneVector>(p);
+    HIPGRAD_UNROLL
+    for (int e = 0; e < kLaneVector; ++e) v[e] = type_convert<float>(raw[e]);
+    return;
+  }
   HIPGRAD_UNROLL
-  for (int e = 0; e < kLaneVector; ++e) v[e] = cell[e];
+  for (int e = 0; e < kLaneVector; ++e) v[e] = e < a.valid ? type_convert<float>(p[e * a.step]) : 0.0f;
 }
 
 /// A vector thread of backward-data: its lane vector in the block, first group, batch item and
@@ -75,13 +96,13 @@ HIPGRAD_HOST_DEVICE void stage_vector_taps(const VectorDataParams<T, NDim>& p, i
   }
 }
 
-/// The dy row a window reads and how: `row` at W position 0 of the thread's first group, W's
-/// stride, the lanes' stride and how many are valid.
+/// The dy row a window reads: `row` at W position 0 of the thread's first group, W's stride, the
+/// lanes' access.
 template <typename T>
 struct LaneRow {
   const T* row;
-  std::int64_t w_stride, lane_step;
-  int valid;
+  std::int64_t w_stride;
+  LaneAccess lanes;
 };
 
 /// acc[j] += Σ over taps i < count (tap_floats apart in `taps`) of window slot j − i + kTaps − 1 ·
@@ -96,7 +117,7 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_window(const LaneRow<T>& src,
   for (int v = 0; v < kRun + kTaps - 1; ++v) {
     const int o = first + v * lattice;
     if (v >= kTaps - count && o >= 0 && o < extent) {
-      load_lanes(src.row + o * src.w_stride, src.lane_step, src.valid, slot[v]);
+      load_lanes(src.row + o * src.w_stride, src.lanes, slot[v]);
     } else {
       HIPGRAD_UNROLL
       for (int e = 0; e < kLaneVector; ++e) slot[v][e] = 0.0f;
@@ -132,8 +153,8 @@ HIPGRAD_HOST_DEVICE void accumulate_vector_data(const VectorDataParams<T, NDim>&
   }
   if (!meets) return;
   const int lanes = p.block_vectors * kLaneVector;
-  LaneRow<T> src{p.dy + t.n * p.dy_strides.n + t.g0 * p.dy_strides.g, p.dy_strides.spatial[W], p.dy_strides.g,
-                 p.groups - t.g0 < kLaneVector ? p.groups - t.g0 : kLaneVector};
+  LaneRow<T> src{p.dy + t.n * p.dy_strides.n + t.g0 * p.dy_strides.g, p.dy_strides.spatial[W],
+                 lane_access(p.dy, p.dy_strides, t.g0, p.groups)};
   const T* base = src.row;
   int at[NDim] = {};  // the odometer over the outer dimensions' taps of their phases
   for (;;) {
@@ -173,7 +194,7 @@ HIPGRAD_HOST_DEVICE void store_vector_data(const VectorDataParams<T, NDim>& p, c
   const DimWalk& dw = p.dims[W];
   std::int64_t offset = t.n * p.dx_strides.n + t.g0 * p.dx_strides.g;
   for (int d = 0; d < W; ++d) offset += t.x[d] * p.dx_strides.spatial[d];
-  const int valid = p.groups - t.g0 < kLaneVector ? p.groups - t.g0 : kLaneVector;
+  const LaneAccess lanes = lane_access(p.dx, p.dx_strides, t.g0, p.groups);
   HIPGRAD_UNROLL
   for (int j = 0; j < kRun; ++j) {
     const int xw = t.x[W] + j * dw.phase_step;
@@ -182,10 +203,10 @@ HIPGRAD_HOST_DEVICE void store_vector_data(const VectorDataParams<T, NDim>& p, c
       Vector<T, kLaneVector> v;
       HIPGRAD_UNROLL
       for (int e = 0; e < kLaneVector; ++e) v[e] = type_convert<T>(acc[j][e]);
-      if (valid == kLaneVector && p.dx_strides.g == 1 && is_vector_aligned<T, kLaneVector>(to)) {
+      if (lanes.vectors) {
         store_vector<kLaneVector>(to, v);
       } else {
-        for (int e = 0; e < valid; ++e) to[e * p.dx_strides.g] = v[e];
+        for (int e = 0; e < lanes.valid; ++e) to[e * lanes.step] = v[e];
       }
     }
   }

@@ -20,12 +20,13 @@
 namespace hipgrad::conv::direct {
 
 /// A vector thread of backward-weight: its lane vector and combination in the block, first
-/// group, slot, its taps (outer taps per outer dimension and W tap group), its slice's runs
-/// [first_run, end_run); active: it sums anything.
+/// group, slot, its taps (outer taps per outer dimension and W tap group), its lanes of dy and x,
+/// its slice's runs [first_run, end_run); active: it sums anything.
 struct VectorWeightThread {
   int vector = 0, combo = 0, g0 = 0, slot = 0, outer = 0;
   int outer_taps[3] = {};
   TapGroup taps{};
+  LaneAccess dy_lanes{}, x_lanes{};
   long long first_run = 0, end_run = 0;
   bool active = false;
 };
@@ -51,6 +52,8 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE VectorWeightThread vector_weight_thread(const
   t.first_run = static_cast<long long>(block_x) * p.runs_per_slice;
   t.end_run = t.first_run + p.runs_per_slice < p.runs ? t.first_run + p.runs_per_slice : p.runs;
   t.active = t.slot < p.slots && combo < p.combos && t.g0 < p.groups && t.taps.count > 0;
+  t.dy_lanes = lane_access(p.dy, p.dy_strides, t.g0, p.groups);
+  t.x_lanes = lane_access(p.x, p.x_strides, t.g0, p.groups);
   return t;
 }
 
@@ -78,7 +81,6 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_run(const VectorWeightParams<
   }
   if (!inside) return;  // the taps' x row is padding: it adds nothing
   const int n = static_cast<int>(row);
-  const int valid = p.groups - t.g0 < kLaneVector ? p.groups - t.g0 : kLaneVector;
   const T* dy_row = p.dy + n * p.dy_strides.n + t.g0 * p.dy_strides.g + dy_offset;
   const T* x_row = p.x + n * p.x_strides.n + t.g0 * p.x_strides.g + x_offset;
   // x = stride·o − pad + dilation·tap, with tap_step·dilation = stride·lattice = phase_step.
@@ -88,7 +90,7 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_run(const VectorWeightParams<
   for (int j = 0; j < kRun; ++j) {
     const int o = dy_first + j * dw.lattice;
     if (o < dw.out) {
-      load_lanes(dy_row + o * p.dy_strides.spatial[W], p.dy_strides.g, valid, dy[j]);
+      load_lanes(dy_row + o * p.dy_strides.spatial[W], t.dy_lanes, dy[j]);
     } else {
       HIPGRAD_UNROLL
       for (int e = 0; e < kLaneVector; ++e) dy[j][e] = 0.0f;
@@ -98,7 +100,7 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_run(const VectorWeightParams<
   for (int u = 0; u < kRun + kTaps - 1; ++u) {
     const int xw = x_first + u * dw.phase_step;
     if (u < kRun + t.taps.count - 1 && xw >= 0 && xw < dw.in) {
-      load_lanes(x_row + xw * p.x_strides.spatial[W], p.x_strides.g, valid, x[u]);
+      load_lanes(x_row + xw * p.x_strides.spatial[W], t.x_lanes, x[u]);
     } else {
       HIPGRAD_UNROLL
       for (int e = 0; e < kLaneVector; ++e) x[u][e] = 0.0f;
