@@ -9,18 +9,21 @@
 ///
 ///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
 ///              [--problems=all|dense|grouped|few] [--cases=label,...] [--layouts=nhwgc,ngchw]
-///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct] [--direct=ops|vector] [--host-us]
+///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct] [--direct=ops|window|w_runs] [--host-us]
 ///
 /// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
 /// host_microseconds_per_call). Where it exceeds a call's GPU time the timed runs wait for the
 /// host, and "ms" is the host's time, not the kernels'.
 /// A forced algorithm that cannot run a line skips it with the reason (on stderr).
-/// --direct=vector times the direct vector kernels (direct/vector_plan.hpp) on the lines they take,
-/// through their plan and launcher, beside whatever the ops' plans run (--direct=ops) elsewhere.
+/// --direct=window times the direct window kernels alone (direct::Kernels::kWindow) on the lines the
+/// ops run direct, through their plan and launcher: the A/B against the ops' plans, which take
+/// the vector kernels where they apply. --direct=w_runs times the plans that also take the vector
+/// kernels over W runs (NCHW depthwise; direct::Kernels::kVectorsAndWRuns) on those lines.
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -98,7 +101,8 @@ std::vector<ConvCase> cases(const std::string& which) {
 hc::Algorithm g_algorithm = hc::Algorithm::kAuto;
 hc::ConvLayout g_layout = hc::ConvLayout::kNHWGC;
 bool g_host_us = false;
-bool g_direct_vectors = false;
+/// --direct: the kernels of the direct plans a line runs instead of the op's (none: the op).
+std::optional<hc::direct::Kernels> g_direct_kernels;
 
 template <int NDim>
 hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
@@ -130,14 +134,14 @@ struct DataGradient {
             hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides)};
   }
   static typename Op::Args args(const T* dy, const T* w, T* dx) { return {dy, w, dx}; }
-  using VectorPlan = hc::direct::DataPlan<T, NDim>;
-  static VectorPlan vector_plan(const hc::Problem<NDim>& problem) {
-    return hc::direct::make_data_plan<T, NDim>(problem, hc::direct::Kernels::kVectorsWhereTheyApply);
+  using DirectPlan = hc::direct::DataPlan<T, NDim>;
+  static DirectPlan direct_plan(const hc::Problem<NDim>& problem, hc::direct::Kernels kernels) {
+    return hc::direct::make_data_plan<T, NDim>(problem, kernels);
   }
-  static std::string vector_name(const VectorPlan& plan) {
+  static std::string direct_name(const DirectPlan& plan) {
     return std::string(kName) + "_direct_" + hc::direct::data_plan_name(plan);
   }
-  static Status run_vectors(const VectorPlan& plan, const typename Op::Args& a, void*) {
+  static Status run_direct(const DirectPlan& plan, const typename Op::Args& a, void*) {
     return hc::direct::launch_backward_data(plan, a.dy, a.w, a.dx, nullptr);
   }
 };
@@ -154,15 +158,14 @@ struct WeightGradient {
             hc::Problem<NDim>::element_space(p.weight_lengths(), problem.weight_strides)};
   }
   static typename Op::Args args(const T* x, const T* dy, T* dw) { return {x, dy, dw}; }
-  using VectorPlan = hc::direct::WeightPlan<T, NDim>;
-  static VectorPlan vector_plan(const hc::Problem<NDim>& problem) {
-    return hc::direct::make_weight_plan<T, NDim>(problem, hipgrad::current_device_info(),
-                                                 hc::direct::Kernels::kVectorsWhereTheyApply);
+  using DirectPlan = hc::direct::WeightPlan<T, NDim>;
+  static DirectPlan direct_plan(const hc::Problem<NDim>& problem, hc::direct::Kernels kernels) {
+    return hc::direct::make_weight_plan<T, NDim>(problem, hipgrad::current_device_info(), kernels);
   }
-  static std::string vector_name(const VectorPlan& plan) {
+  static std::string direct_name(const DirectPlan& plan) {
     return std::string(kName) + "_direct_" + hc::direct::weight_plan_name(plan);
   }
-  static Status run_vectors(const VectorPlan& plan, const typename Op::Args& a, void* workspace) {
+  static Status run_direct(const DirectPlan& plan, const typename Op::Args& a, void* workspace) {
     return hc::direct::launch_backward_weight(plan, a.x, a.dy, a.dw, static_cast<float*>(workspace), nullptr);
   }
 };
@@ -183,14 +186,14 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   HIPGRAD_RETURN_IF_ERROR(out.allocate(static_cast<std::size_t>(elements[2])));
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(a.data(), elements[0] * copies, 1));
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(b.data(), elements[1] * copies, 2));
-  // --direct=vector: the vector kernels' plan where they take a line the op runs direct.
-  const typename Gradient::VectorPlan vectors =
-      g_direct_vectors ? Gradient::vector_plan(problem) : typename Gradient::VectorPlan{};
-  const bool run_vectors =
-      g_direct_vectors && vectors.vectors && Op::name(problem).find("_direct_") != std::string::npos;
+  // --direct=window|w_runs: the plan of those kernels where the op runs direct.
+  const typename Gradient::DirectPlan forced =
+      g_direct_kernels ? Gradient::direct_plan(problem, *g_direct_kernels) : typename Gradient::DirectPlan{};
+  const bool run_forced =
+      g_direct_kernels && forced.status.is_ok() && Op::name(problem).find("_direct_") != std::string::npos;
   std::size_t workspace_bytes = Op::workspace_size(problem);
   if constexpr (std::is_same_v<Gradient, WeightGradient<T, NDim>>)
-    if (run_vectors) workspace_bytes = vectors.workspace;
+    if (run_forced) workspace_bytes = forced.workspace;
   HIPGRAD_RETURN_IF_ERROR(workspace.allocate(workspace_bytes));
   auto args = [&](int copy) {
     return Gradient::args(a.data() + copy * elements[0], b.data() + copy * elements[1], out.data());
@@ -202,8 +205,8 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   }
   float ms = 0;
   auto call = [&](int copy) {
-    return run_vectors ? Gradient::run_vectors(vectors, args(copy), workspace.data())
-                       : Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr);
+    return run_forced ? Gradient::run_direct(forced, args(copy), workspace.data())
+                      : Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr);
   };
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(call, copies, repeats, &ms));
   double host_us = 0, drain_us = 0;
@@ -226,7 +229,7 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
       .add_list("dilation", list_of(cc.dilation, NDim))
       .add_list("pad", list_of(cc.pad, NDim))
       .add("layout", g_layout == hc::ConvLayout::kNGCHW ? "ngchw" : "nhwgc")
-      .add("name", run_vectors ? Gradient::vector_name(vectors) : Op::name(problem, args(0)))
+      .add("name", run_forced ? Gradient::direct_name(forced) : Op::name(problem, args(0)))
       .add("ms", ms)
       .add("tflops", static_cast<double>(p.flops()) / (ms * 1e-3) / 1e12)
       .add("tbps", bytes / (ms * 1e-3) / 1e12);
@@ -278,8 +281,10 @@ int main(int argc, char** argv) {
   const std::string which = args.get_string("problems", "all");
   g_host_us = args.get_bool("host-us", false);
   const std::string direct = args.get_string("direct", "ops");
-  g_direct_vectors = direct == "vector";
-  if (s.is_ok() && direct != "ops" && direct != "vector") s = Status::invalid_argument("--direct takes ops or vector");
+  if (direct == "window") g_direct_kernels = hc::direct::Kernels::kWindow;
+  if (direct == "w_runs") g_direct_kernels = hc::direct::Kernels::kVectorsAndWRuns;
+  if (s.is_ok() && direct != "ops" && !g_direct_kernels)
+    s = Status::invalid_argument("--direct takes ops, window or w_runs");
   if (s.is_ok()) s = args.option_status();
   if (s.is_ok() && which != "all" && which != "dense" && which != "grouped" && which != "few") {
     s = Status::invalid_argument("--problems takes all, dense, grouped or few");

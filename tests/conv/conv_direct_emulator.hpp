@@ -49,10 +49,7 @@ void emulate_vector_weight(const direct::VectorWeightPlan<T, NDim>& plan, const 
         for (int tid = 0; tid < p.threads; ++tid) {
           const direct::VectorWeightThread t = direct::vector_weight_thread<T, NDim, kTaps>(p, bx, by, tid);
           float acc[kTaps][direct::kLaneVector] = {};
-          if (t.active) {
-            for (long long run = t.first_run + t.slot; run < t.end_run; run += p.slots)
-              direct::add_vector_run<T, NDim, kTaps>(p, t, run, acc);
-          }
+          direct::sum_vector_runs<T, NDim, kTaps>(p, t, acc);
           for (int i = 0; i < kTaps; ++i)
             for (int e = 0; e < direct::kLaneVector; ++e)
               scratch[static_cast<std::size_t>((tid * kTaps + i) * direct::kLaneVector + e)] = acc[i][e];

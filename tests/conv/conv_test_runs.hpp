@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/poison.hpp"
 #include "conv/conv_test_checks.hpp"
@@ -27,11 +29,21 @@ using host::DeviceBuffer;
 using host::InitMethod;
 using host::Tensor;
 
-/// Runs `problem` on the GPU and compares dx with the reference; returns the op's name. With
-/// `vectors`, the direct plan of the vector kernels runs instead of the op (it must take them).
+/// Which code a check runs: the op (nullopt), or the direct plan made with these kernels (which
+/// must take the vector kernels where their lane layout applies).
+using DirectKernels = std::optional<conv::direct::Kernels>;
+
+template <int NDim>
+bool wants_vectors(const DirectKernels& direct, const ConvParams<NDim>& p, const std::vector<Index>& a,
+                   const std::vector<Index>& b) {
+  return direct && conv::direct::vector_lane_layout(p, a, b, *direct) != conv::direct::LaneLayout::kNone;
+}
+
+/// Runs `problem` on the GPU (the op, or the direct plan of `direct`) and compares dx with the
+/// reference; returns the name of what ran.
 template <typename T, int NDim>
 std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed,
-                                bool vectors = false) {
+                                DirectKernels direct = std::nullopt) {
   using Op = hipgrad::conv::BackwardData<T, NDim>;
   const ConvParams<NDim>& p = problem.params;
   SCOPED_TRACE(problem.to_string() + " " + host::init_method_name(init));
@@ -54,9 +66,11 @@ std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, s
   const typename Op::Args args{ddy.data(), dw.data(), ddx.data()};
   std::string name = Op::name(problem, args);
   Status s;
-  if (vectors) {
-    const auto plan = conv::direct::make_data_plan<T, NDim>(problem, conv::direct::Kernels::kVectorsWhereTheyApply);
-    EXPECT_TRUE(plan.vectors) << plan.vector.status.to_string();
+  if (direct) {
+    const auto plan = conv::direct::make_data_plan<T, NDim>(problem, *direct);
+    EXPECT_TRUE(plan.status.is_ok()) << plan.status.to_string();
+    EXPECT_TRUE(plan.vectors || !wants_vectors(direct, p, problem.output_strides, problem.input_strides))
+        << plan.vector.status.to_string();
     name = conv::direct::data_plan_name(plan);
     s = conv::direct::launch_backward_data(plan, ddy.data(), dw.data(), ddx.data(), nullptr);
   } else {
@@ -73,11 +87,11 @@ std::string check_backward_data(const Problem<NDim>& problem, InitMethod init, s
   return name;
 }
 
-/// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored; with `vectors`, from
-/// the direct plan of the vector kernels (it must take them).
+/// dw of `problem` from x and dy on the GPU (dw poisoned first), as stored; from the op, or the
+/// direct plan of `direct`.
 template <typename T, int NDim>
 Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, const Tensor<T>& dy, std::string* name,
-                              bool vectors = false) {
+                              DirectKernels direct = std::nullopt) {
   using Op = hipgrad::conv::BackwardWeight<T, NDim>;
   const ConvParams<NDim>& p = problem.params;
   Tensor<T> dw(p.weight_lengths(), problem.weight_strides);
@@ -87,26 +101,28 @@ Tensor<T> run_backward_weight(const Problem<NDim>& problem, const Tensor<T>& x, 
   EXPECT_TRUE(dx_.allocate(x.storage().size()).is_ok() && dx_.copy_from(x).is_ok());
   EXPECT_TRUE(ddy.allocate(dy.storage().size()).is_ok() && ddy.copy_from(dy).is_ok());
   EXPECT_TRUE(ddw.allocate(dw.storage().size()).is_ok() && ddw.copy_from(dw).is_ok());
-  const auto plan = vectors ? conv::direct::make_weight_plan<T, NDim>(problem, current_device_info(),
-                                                                      conv::direct::Kernels::kVectorsWhereTheyApply)
-                            : conv::direct::WeightPlan<T, NDim>{};
-  EXPECT_TRUE(!vectors || plan.vectors) << plan.vector.status.to_string();
-  EXPECT_TRUE(workspace.allocate(vectors ? plan.workspace : Op::workspace_size(problem)).is_ok());
+  const auto plan = direct ? conv::direct::make_weight_plan<T, NDim>(problem, current_device_info(), *direct)
+                           : conv::direct::WeightPlan<T, NDim>{};
+  EXPECT_TRUE(!direct || plan.status.is_ok()) << plan.status.to_string();
+  EXPECT_TRUE(plan.vectors || !wants_vectors(direct, p, problem.input_strides, problem.output_strides))
+      << plan.vector.status.to_string();
+  EXPECT_TRUE(workspace.allocate(direct ? plan.workspace : Op::workspace_size(problem)).is_ok());
   EXPECT_TRUE(workspace.fill_bytes(0xff).is_ok());
   const typename Op::Args args{dx_.data(), ddy.data(), ddw.data()};
-  *name = vectors ? conv::direct::weight_plan_name(plan) : Op::name(problem, args);
-  const Status s = vectors ? conv::direct::launch_backward_weight(plan, dx_.data(), ddy.data(), ddw.data(),
-                                                                  reinterpret_cast<float*>(workspace.data()), nullptr)
-                           : Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  *name = direct ? conv::direct::weight_plan_name(plan) : Op::name(problem, args);
+  const Status s = direct ? conv::direct::launch_backward_weight(plan, dx_.data(), ddy.data(), ddw.data(),
+                                                                 reinterpret_cast<float*>(workspace.data()), nullptr)
+                          : Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
   EXPECT_TRUE(s.is_ok()) << *name << ": " << s.to_string();
   EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
   EXPECT_TRUE(ddw.copy_to(dw).is_ok());
   return dw;
 }
 
-/// Runs `problem` on the GPU and compares dw with the reference (`vectors`: as run_backward_weight).
+/// Runs `problem` on the GPU and compares dw with the reference (`direct`: as run_backward_weight).
 template <typename T, int NDim>
-void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed, bool vectors = false) {
+void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::uint64_t seed,
+                           DirectKernels direct = std::nullopt) {
   const ConvParams<NDim>& p = problem.params;
   SCOPED_TRACE(problem.to_string() + " " + host::init_method_name(init));
   Tensor<T> x(p.input_lengths(), problem.input_strides), dy(p.output_lengths(), problem.output_strides);
@@ -116,7 +132,7 @@ void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::u
   const Status reference = host::reference::conv_backward_weight(x, dy, expected, p);
   ASSERT_TRUE(reference.is_ok()) << reference.to_string();
   std::string name;
-  const Tensor<T> result = run_backward_weight<T, NDim>(problem, x, dy, &name, vectors);
+  const Tensor<T> result = run_backward_weight<T, NDim>(problem, x, dy, &name, direct);
 
   Index terms = p.N;
   for (Index o : p.output_spatial()) terms *= o;

@@ -303,10 +303,13 @@ hipgrad::DeviceInfo hopper_like() {
   return d;
 }
 
-constexpr direct::Kernels kBothKernels[] = {direct::Kernels::kWindow, direct::Kernels::kVectorsWhereTheyApply};
+/// Every kernel choice a plan takes: the window kernels, the vector kernels over adjacent groups,
+/// and those with the vector kernels over W runs (NCHW).
+constexpr direct::Kernels kEveryKernels[] = {direct::Kernels::kWindow, direct::Kernels::kVectorsWhereTheyApply,
+                                             direct::Kernels::kVectorsAndWRuns};
 
 TEST(ConvDirectPlan, EveryOutputOwnedOnceAndEveryReadInsideItsWindow) {
-  for (direct::Kernels kernels : kBothKernels) {
+  for (direct::Kernels kernels : kEveryKernels) {
     for (const Problem<1>& problem : plan_problems<1>(direct_problems_1d(), 1)) {
       SCOPED_TRACE(problem.to_string());
       expect_data_plan_covers<1>(problem, kernels);
@@ -359,7 +362,7 @@ void expect_emulation_matches(const Problem<NDim>& problem, std::uint64_t seed, 
 
 TEST(ConvDirectEmulated, ListedAndRandomProblemsMatchTheReference) {
   std::uint64_t seed = 40;
-  for (direct::Kernels kernels : kBothKernels) {
+  for (direct::Kernels kernels : kEveryKernels) {
     for (const Problem<1>& problem : plan_problems<1>(direct_problems_1d(), 11)) {
       SCOPED_TRACE(problem.to_string());
       expect_emulation_matches<float, 1>(problem, seed += 3, kernels);
@@ -402,6 +405,15 @@ TEST(ConvDirectPlan, AutoTakesFewChannelsPerGroup) {
   const Problem<2> depthwise_nchw = Problem<2>::packed(depthwise.params, ConvLayout::kNGCHW);
   EXPECT_FALSE((direct::make_data_plan<hipgrad::half, 2>(depthwise_nchw, kVectors).vectors));
   EXPECT_FALSE((direct::make_weight_plan<hipgrad::half, 2>(depthwise_nchw, hopper_like(), kVectors).vectors));
+  // Over W runs they take NCHW depthwise too, a block's threads walking W.
+  constexpr direct::Kernels kWRuns = direct::Kernels::kVectorsAndWRuns;
+  const auto nchw_data = direct::make_data_plan<hipgrad::half, 2>(depthwise_nchw, kWRuns);
+  EXPECT_TRUE(nchw_data.vectors && nchw_data.vector.layout == direct::LaneLayout::kWRuns);
+  EXPECT_EQ(nchw_data.vector.params.block_vectors, 1);
+  const auto nchw_weight = direct::make_weight_plan<hipgrad::half, 2>(depthwise_nchw, hopper_like(), kWRuns);
+  EXPECT_TRUE(nchw_weight.vectors && nchw_weight.vector.layout == direct::LaneLayout::kWRuns);
+  EXPECT_EQ((direct::make_data_plan<hipgrad::half, 2>(depthwise, kWRuns).vector.layout),
+            direct::LaneLayout::kAdjacentGroups);
   ConvParams<2> multiplier = depthwise.params;
   multiplier.K = 2;
   EXPECT_FALSE((direct::make_data_plan<hipgrad::half, 2>(Problem<2>::packed(multiplier), kVectors).vectors));
@@ -486,19 +498,24 @@ TYPED_TEST(ConvDirectTest, SeededRandomProblems) {
   check_random<TypeParam, 3>(15, 20261130);
 }
 
-/// The vector kernels on every listed and seeded random depthwise problem, channels-last packed and
-/// with unaligned rows: integer and decimal data.
-TYPED_TEST(ConvDirectTest, VectorKernelsMatchTheReference) {
+/// Every direct kernel choice (the ops take the vector kernels where they apply, so the window
+/// kernels are forced here, and the vector kernels over W runs, which the ops do not take yet) on
+/// every listed and seeded random depthwise problem, channels-last packed, with unaligned rows and
+/// NCHW: integer and decimal data.
+TYPED_TEST(ConvDirectTest, EveryKernelChoiceMatchesTheReference) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   using T = TypeParam;
   std::uint64_t seed = 7000;
   auto check = [&seed](const auto& p) {
     constexpr int NDim = std::decay_t<decltype(p)>::kNDimSpatial;
     if (p.C != 1 || p.K != 1 || p.G < direct::kLaneVector) return;
-    for (const Problem<NDim>& problem : {Problem<NDim>::packed(p), spaced_channels_last(p)}) {
+    for (const Problem<NDim>& problem :
+         {Problem<NDim>::packed(p), spaced_channels_last(p), Problem<NDim>::packed(p, ConvLayout::kNGCHW)}) {
       for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-        hipgrad::test::check_backward_data<T, NDim>(problem, init, seed++, true);
-        hipgrad::test::check_backward_weight<T, NDim>(problem, init, seed++, true);
+        for (direct::Kernels kernels : kEveryKernels) {
+          hipgrad::test::check_backward_data<T, NDim>(problem, init, seed++, kernels);
+          hipgrad::test::check_backward_weight<T, NDim>(problem, init, seed++, kernels);
+        }
       }
     }
   };

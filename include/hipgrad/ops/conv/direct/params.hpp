@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "hipgrad/core/config.hpp"
+#include "hipgrad/core/integer_math.hpp"
 
 namespace hipgrad::conv::direct {
 
@@ -127,6 +128,10 @@ struct WeightKernelParams {
 /// few enough registers that a register window of kRun + 6 positions fits beside the sums.
 inline constexpr int kLaneVector = 4;
 
+/// Blocks of kMaxBlockThreads the vector kernels keep resident on a multiprocessor: they wait on
+/// global loads, and more warps in flight hide more of that latency (at most 80 registers a thread).
+inline constexpr int kVectorMinBlocks = 3;
+
 /// conv::BackwardData's vector kernel, for depthwise problems (C = K = 1) whose groups lie
 /// adjacent in memory (channels-last): a thread owns kLaneVector groups × kRun dx positions of one
 /// phase along W (phase_step apart) in one row, and reads dy straight from global memory through
@@ -147,7 +152,9 @@ struct VectorDataParams {
   int slots = 1;          ///< W runs of a block
   int threads = 1;
   int w_runs = 1;         ///< W runs of a dx row: phase_step · ⌈⌈W / phase_step⌉ / kRun⌉
-  std::int64_t runs = 1;  ///< N · Π outer dx lengths · w_runs
+  std::int64_t runs = 1;  ///< N · Π outer dx lengths · w_runs (below 2^31)
+  /// A run's index in mixed radix: [NDim − 1] divides by w_runs, [d] by dim d's dx length.
+  FastDivmod run_digits[NDim];
 };
 
 /// conv::BackwardWeight's vector kernel, for the same problems: a thread owns kLaneVector groups,
@@ -169,7 +176,9 @@ struct VectorWeightParams {
   int slots = 1;  ///< run slots per (lane vector, combination)
   int threads = 1;
   int w_runs = 1;         ///< W runs of a dy row: lattice · ⌈⌈W_out / lattice⌉ / kRun⌉
-  std::int64_t runs = 1;  ///< N · Π outer dy lengths · w_runs
+  std::int64_t runs = 1;  ///< N · Π outer dy lengths · w_runs (below 2^31)
+  /// A run's index in mixed radix: [NDim − 1] divides by w_runs, [d] by dim d's dy length.
+  FastDivmod run_digits[NDim];
   std::int64_t runs_per_slice = 1;
   int slices = 1;
 };

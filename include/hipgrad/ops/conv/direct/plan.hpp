@@ -86,9 +86,9 @@ DataPlan<T, NDim> make_data_plan(const Problem<NDim>& problem, Kernels kernels =
   const std::string no = "algorithm direct cannot run: ";
   plan.status = check_direct_extents(cp);
   if (!plan.status.is_ok()) return plan;
-  if (kernels == Kernels::kVectorsWhereTheyApply &&
-      vector_kernels_take(cp, problem.output_strides, problem.input_strides)) {
-    plan.vector = make_vector_data_plan<T, NDim>(problem);
+  const LaneLayout layout = vector_lane_layout(cp, problem.output_strides, problem.input_strides, kernels);
+  if (layout != LaneLayout::kNone) {
+    plan.vector = make_vector_data_plan<T, NDim>(problem, layout);
     plan.vectors = plan.vector.status.is_ok();
     if (plan.vectors) return plan;
   }
@@ -210,9 +210,9 @@ WeightPlan<T, NDim> make_weight_plan(const Problem<NDim>& problem, const DeviceI
   const std::string no = "algorithm direct cannot run: ";
   plan.status = check_direct_extents(cp);
   if (!plan.status.is_ok()) return plan;
-  if (kernels == Kernels::kVectorsWhereTheyApply &&
-      vector_kernels_take(cp, problem.input_strides, problem.output_strides)) {
-    plan.vector = make_vector_weight_plan<T, NDim>(problem, device);
+  const LaneLayout layout = vector_lane_layout(cp, problem.input_strides, problem.output_strides, kernels);
+  if (layout != LaneLayout::kNone) {
+    plan.vector = make_vector_weight_plan<T, NDim>(problem, device, layout);
     plan.vectors = plan.vector.status.is_ok();
     if (plan.vectors) {
       plan.workspace = plan.vector.workspace;

@@ -9,6 +9,8 @@
 /// not DRAM. Every dx element is one thread's fp32 sum in a fixed order, written once.
 #pragma once
 
+#include <type_traits>
+
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
@@ -37,17 +39,29 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE LaneAccess lane_access(const T* tensor, const
   return a;
 }
 
-/// The lanes at `p` as fp32 (zero past the valid ones).
-template <typename T>
+/// The lanes at `p` as fp32 (zero past the valid ones): one aligned vector where kVectors (the
+/// caller has checked LaneAccess::vectors once), else `step` apart.
+template <bool kVectors, typename T>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void load_lanes(const T* p, const LaneAccess& a, float (&v)[kLaneVector]) {
-  if (a.vectors) {
+  if constexpr (kVectors) {
     const Vector<T, kLaneVector> raw = load_vector<kLaneVector>(p);
     HIPGRAD_UNROLL
     for (int e = 0; e < kLaneVector; ++e) v[e] = type_convert<float>(raw[e]);
-    return;
+  } else {
+    HIPGRAD_UNROLL
+    for (int e = 0; e < kLaneVector; ++e) v[e] = e < a.valid ? type_convert<float>(p[e * a.step]) : 0.0f;
   }
-  HIPGRAD_UNROLL
-  for (int e = 0; e < kLaneVector; ++e) v[e] = e < a.valid ? type_convert<float>(p[e * a.step]) : 0.0f;
+}
+
+/// visit(std::bool_constant<vectors>{}): the vector kernels compile their loads for both cases, and
+/// each thread takes one, so that neither carries the other's registers.
+template <typename Visit>
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void with_lane_vectors(bool vectors, Visit&& visit) {
+  if (vectors) {
+    visit(std::true_type{});
+  } else {
+    visit(std::false_type{});
+  }
 }
 
 /// A vector thread of backward-data: its lane vector in the block, first group, batch item and
@@ -69,12 +83,14 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE VectorDataThread vector_data_thread(const Vec
   t.works = slot < p.slots && run < p.runs && t.g0 < p.groups;
   if (!t.works) return t;
   const DimWalk& w = p.dims[NDim - 1];
-  const int w_slot = static_cast<int>(run % p.w_runs);
-  long long row = run / p.w_runs;
-  t.x[NDim - 1] = w_slot % w.phase_step + (w_slot / w.phase_step) * kRun * w.phase_step;
+  std::uint32_t row, w_slot;
+  p.run_digits[NDim - 1].divmod(static_cast<std::uint32_t>(run), &row, &w_slot);
+  t.x[NDim - 1] =
+      static_cast<int>(w_slot) % w.phase_step + (static_cast<int>(w_slot) / w.phase_step) * kRun * w.phase_step;
   for (int d = NDim - 2; d >= 0; --d) {
-    t.x[d] = static_cast<int>(row % p.dims[d].in);
-    row /= p.dims[d].in;
+    std::uint32_t x;
+    p.run_digits[d].divmod(row, &row, &x);
+    t.x[d] = static_cast<int>(x);
   }
   t.n = static_cast<int>(row);
   return t;
@@ -107,31 +123,35 @@ struct LaneRow {
 
 /// acc[j] += Σ over taps i < count (tap_floats apart in `taps`) of window slot j − i + kTaps − 1 ·
 /// the tap: slot v holds dy at W position first + v·lattice (zero outside [0, extent)); slots below
-/// kTaps − count are never multiplied and not loaded.
-template <typename T, int kTaps>
+/// kTaps − count are never multiplied and not loaded. The taps stay in registers and the slots
+/// stream through one vector, last first (each sum still takes its taps in order), so that the
+/// window costs no registers beside the sums.
+template <bool kVectors, typename T, int kTaps>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_window(const LaneRow<T>& src, int first, int lattice, int extent,
                                                           int count, const float* taps, int tap_floats,
                                                           float (&acc)[kRun][kLaneVector]) {
-  float slot[kRun + kTaps - 1][kLaneVector];
-  HIPGRAD_UNROLL
-  for (int v = 0; v < kRun + kTaps - 1; ++v) {
-    const int o = first + v * lattice;
-    if (v >= kTaps - count && o >= 0 && o < extent) {
-      load_lanes(src.row + o * src.w_stride, src.lanes, slot[v]);
-    } else {
-      HIPGRAD_UNROLL
-      for (int e = 0; e < kLaneVector; ++e) slot[v][e] = 0.0f;
-    }
-  }
-  // A guard, not a break: loops of one exit unroll on every compiler.
+  float wv[kTaps][kLaneVector];
   HIPGRAD_UNROLL
   for (int i = 0; i < kTaps; ++i) {
-    if (i < count) {
-      const Vector<float, kLaneVector> wv = load_vector<kLaneVector>(taps + i * tap_floats);
+    const Vector<float, kLaneVector> v = load_vector<kLaneVector>(taps + (i < count ? i : 0) * tap_floats);
+    HIPGRAD_UNROLL
+    for (int e = 0; e < kLaneVector; ++e) wv[i][e] = v[e];
+  }
+  // Guards, not breaks: loops of one exit unroll on every compiler.
+  HIPGRAD_UNROLL
+  for (int v = kRun + kTaps - 2; v >= 0; --v) {
+    const int o = first + v * lattice;
+    if (v >= kTaps - count && o >= 0 && o < extent) {
+      float slot[kLaneVector];
+      load_lanes<kVectors>(src.row + o * src.w_stride, src.lanes, slot);
+      // Slot v meets sum j through tap i = j − v + kTaps − 1.
       HIPGRAD_UNROLL
-      for (int j = 0; j < kRun; ++j) {
-        HIPGRAD_UNROLL
-        for (int e = 0; e < kLaneVector; ++e) acc[j][e] += slot[j - i + kTaps - 1][e] * wv[e];
+      for (int i = 0; i < kTaps; ++i) {
+        const int j = v + i - (kTaps - 1);
+        if (j >= 0 && j < kRun && i < count) {
+          HIPGRAD_UNROLL
+          for (int e = 0; e < kLaneVector; ++e) acc[j][e] += slot[e] * wv[i][e];
+        }
       }
     }
   }
@@ -156,34 +176,37 @@ HIPGRAD_HOST_DEVICE void accumulate_vector_data(const VectorDataParams<T, NDim>&
   LaneRow<T> src{p.dy + t.n * p.dy_strides.n + t.g0 * p.dy_strides.g, p.dy_strides.spatial[W],
                  lane_access(p.dy, p.dy_strides, t.g0, p.groups)};
   const T* base = src.row;
-  int at[NDim] = {};  // the odometer over the outer dimensions' taps of their phases
-  for (;;) {
-    bool inside = true;
-    std::int64_t offset = 0;
-    int tap = 0;
-    for (int d = 0; d < W; ++d) {
-      const DimWalk& dd = p.dims[d];
-      const int o = phases[d].base - at[d] * dd.lattice;
-      inside = inside && o >= 0 && o < dd.out;
-      offset += o * p.dy_strides.spatial[d];
-      tap = tap * dd.filter + phases[d].first_tap + at[d] * dd.tap_step;
-    }
-    if (inside) {
-      src.row = base + offset;
-      const float* row_taps = taps + (tap * dw.filter + wp.first_tap) * lanes + t.vector * kLaneVector;
-      for (int i0 = 0; i0 < wp.taps; i0 += kTaps) {
-        const int count = wp.taps - i0 < kTaps ? wp.taps - i0 : kTaps;
-        add_vector_window<T, kTaps>(src, wp.base - (kTaps - 1 + i0) * dw.lattice, dw.lattice, dw.out, count,
-                                    row_taps + i0 * dw.tap_step * lanes, dw.tap_step * lanes, acc);
+  with_lane_vectors(src.lanes.vectors, [&](auto vectors) {
+    int at[NDim] = {};  // the odometer over the outer dimensions' taps of their phases
+    for (;;) {
+      bool inside = true;
+      std::int64_t offset = 0;
+      int tap = 0;
+      for (int d = 0; d < W; ++d) {
+        const DimWalk& dd = p.dims[d];
+        const int o = phases[d].base - at[d] * dd.lattice;
+        inside = inside && o >= 0 && o < dd.out;
+        offset += o * p.dy_strides.spatial[d];
+        tap = tap * dd.filter + phases[d].first_tap + at[d] * dd.tap_step;
       }
+      if (inside) {
+        src.row = base + offset;
+        const float* row_taps = taps + (tap * dw.filter + wp.first_tap) * lanes + t.vector * kLaneVector;
+        for (int i0 = 0; i0 < wp.taps; i0 += kTaps) {
+          const int count = wp.taps - i0 < kTaps ? wp.taps - i0 : kTaps;
+          add_vector_window<decltype(vectors)::value, T, kTaps>(
+              src, wp.base - (kTaps - 1 + i0) * dw.lattice, dw.lattice, dw.out, count,
+              row_taps + i0 * dw.tap_step * lanes, dw.tap_step * lanes, acc);
+        }
+      }
+      int d = W - 1;
+      for (; d >= 0; --d) {
+        if (++at[d] < phases[d].taps) break;
+        at[d] = 0;
+      }
+      if (d < 0) break;
     }
-    int d = W - 1;
-    for (; d >= 0; --d) {
-      if (++at[d] < phases[d].taps) break;
-      at[d] = 0;
-    }
-    if (d < 0) break;
-  }
+  });
 }
 
 /// Writes a thread's dx elements: one access per position where its lanes are adjacent and aligned.
@@ -213,7 +236,7 @@ HIPGRAD_HOST_DEVICE void store_vector_data(const VectorDataParams<T, NDim>& p, c
 }
 
 template <typename T, int NDim, int kTaps>
-__global__ void __launch_bounds__(kMaxBlockThreads, kMinBlocks)
+__global__ void __launch_bounds__(kMaxBlockThreads, kVectorMinBlocks)
     vector_backward_data_kernel(const VectorDataParams<T, NDim> p) {
   extern __shared__ Vector<float, kLaneVector> vector_taps[];
   float* taps = &vector_taps[0][0];

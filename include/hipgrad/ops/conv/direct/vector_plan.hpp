@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,13 +23,40 @@ namespace hipgrad::conv::direct {
 /// 256 (16-bit) or 512 (fp32) adjacent bytes.
 inline constexpr int kBlockVectors = 32;
 
-/// Which direct kernels a plan may take: the window kernels alone, or the vector kernels where
-/// they apply (vector_kernels_take).
-enum class Kernels { kWindow, kVectorsWhereTheyApply };
+/// Which direct kernels a plan may take: the window kernels alone; the vector kernels where the
+/// groups are adjacent (channels-last); or those and the vector kernels over W runs where W is
+/// contiguous (NCHW), which bench_conv --direct=w_runs times before the ops take them.
+enum class Kernels { kWindow, kVectorsWhereTheyApply, kVectorsAndWRuns };
 
-/// The kernels the ops' plans take (bench_conv --direct=vector times the vector kernels beside
-/// them).
-inline constexpr Kernels kOpKernels = Kernels::kWindow;
+/// The kernels the ops' plans take: the vector kernels where the groups are adjacent, faster than
+/// the window kernels there (bench/log/conv_direct.md); bench_conv --direct=window times the
+/// window kernels beside them.
+inline constexpr Kernels kOpKernels = Kernels::kVectorsWhereTheyApply;
+
+/// How a vector plan lays its threads: kAdjacentGroups, a block's fastest index walks lane
+/// vectors of adjacent groups (one aligned access each); kWRuns, it walks W runs of one lane
+/// vector, so that a warp reads consecutive W positions where W is the contiguous dimension and
+/// the lanes (groups) are far apart.
+enum class LaneLayout { kNone, kAdjacentGroups, kWRuns };
+
+/// Which layout the vector kernels take a problem with: depthwise without multiplier (C = K = 1),
+/// the groups adjacent in both tensors the op reads or writes (`a`, `b`: their strides) with at
+/// least one whole lane vector of them, or, where `kernels` allows, W contiguous in both.
+template <int NDim>
+LaneLayout vector_lane_layout(const ConvParams<NDim>& cp, const std::vector<Index>& a, const std::vector<Index>& b,
+                              Kernels kernels) {
+  if (kernels == Kernels::kWindow || cp.C != 1 || cp.K != 1) return LaneLayout::kNone;
+  if (cp.G >= kLaneVector && a[0] == 1 && b[0] == 1) return LaneLayout::kAdjacentGroups;
+  const std::size_t w = 2 + NDim;
+  if (kernels == Kernels::kVectorsAndWRuns && a[w] == 1 && b[w] == 1) return LaneLayout::kWRuns;
+  return LaneLayout::kNone;
+}
+
+/// The lane vectors of a block: up to kBlockVectors where the groups are adjacent, one where the
+/// block's threads walk W runs.
+inline int block_lane_vectors(LaneLayout layout, std::int64_t lane_vectors, std::int64_t most) {
+  return layout == LaneLayout::kWRuns ? 1 : static_cast<int>(balanced_tile(lane_vectors, most));
+}
 
 /// The vector kernels' compiled W window taps: the smallest of 1, 3, 5, 7 that holds `taps` (more
 /// run in chunks of 7).
@@ -58,6 +86,17 @@ void set_vector_sizes(Params& k, const ConvParams<NDim>& cp) {
   }
 }
 
+/// The mixed radix of a vector kernel's run index: W runs, then the outer dimensions' `in` (dx) or
+/// `out` (dy) lengths; false where the runs do not fit the 32-bit index the kernels divide.
+template <typename Params, int NDim>
+bool set_run_digits(Params& k, bool of_dx) {
+  if (k.runs > INT_MAX) return false;
+  k.run_digits[NDim - 1] = FastDivmod(static_cast<std::uint32_t>(k.w_runs));
+  for (int d = 0; d < NDim - 1; ++d)
+    k.run_digits[d] = FastDivmod(static_cast<std::uint32_t>(of_dx ? k.dims[d].in : k.dims[d].out));
+  return true;
+}
+
 /// N · Π of the outer dimensions' `in` (dx) or `out` (dy) lengths: a vector kernel's rows.
 template <int NDim>
 std::int64_t vector_rows(const DimWalk* dims, int batch, bool of_dx) {
@@ -74,11 +113,13 @@ struct VectorDataPlan {
   std::int64_t grid_x = 1;
   int grid_y = 1;
   int window_taps = 1;
+  LaneLayout layout = LaneLayout::kAdjacentGroups;
 };
 
 template <typename T, int NDim>
-VectorDataPlan<T, NDim> make_vector_data_plan(const Problem<NDim>& problem) {
+VectorDataPlan<T, NDim> make_vector_data_plan(const Problem<NDim>& problem, LaneLayout layout) {
   VectorDataPlan<T, NDim> plan;
+  plan.layout = layout;
   const std::string no = "algorithm direct cannot run: ";
   VectorDataParams<T, NDim>& k = plan.params;
   set_vector_sizes(k, problem.params);
@@ -92,12 +133,16 @@ VectorDataPlan<T, NDim> make_vector_data_plan(const Problem<NDim>& problem) {
     plan.status = Status::not_supported(no + "the taps of one lane vector exceed the shared memory");
     return plan;
   }
-  k.block_vectors = balanced_tile(lane_vectors, std::min<std::int64_t>(kBlockVectors, fit));
+  k.block_vectors = block_lane_vectors(layout, lane_vectors, std::min<std::int64_t>(kBlockVectors, fit));
   k.slots = kMaxBlockThreads / k.block_vectors;
   k.threads = k.block_vectors * k.slots;
   const DimWalk& w = k.dims[NDim - 1];
   k.w_runs = w.phase_step * static_cast<int>(ceil_div(ceil_div(w.in, w.phase_step), kRun));
   k.runs = vector_rows<NDim>(k.dims, k.batch, true) * k.w_runs;
+  if (!set_run_digits<VectorDataParams<T, NDim>, NDim>(k, true)) {
+    plan.status = Status::not_supported(no + "more W runs than a 32-bit index holds");
+    return plan;
+  }
   plan.grid_x = ceil_div<std::int64_t>(k.runs, k.slots);
   const std::int64_t grid_y = ceil_div<std::int64_t>(lane_vectors, k.block_vectors);
   if (plan.grid_x > INT_MAX || grid_y > 65535) {
@@ -119,11 +164,14 @@ struct VectorWeightPlan {
   std::size_t workspace = 0;     ///< the slices' fp32 partial sums
   int grid_x = 1, grid_y = 1;
   int window_taps = 1;
+  LaneLayout layout = LaneLayout::kAdjacentGroups;
 };
 
 template <typename T, int NDim>
-VectorWeightPlan<T, NDim> make_vector_weight_plan(const Problem<NDim>& problem, const DeviceInfo& device) {
+VectorWeightPlan<T, NDim> make_vector_weight_plan(const Problem<NDim>& problem, const DeviceInfo& device,
+                                                  LaneLayout layout) {
   VectorWeightPlan<T, NDim> plan;
+  plan.layout = layout;
   const std::string no = "algorithm direct cannot run: ";
   VectorWeightParams<T, NDim>& k = plan.params;
   set_vector_sizes(k, problem.params);
@@ -137,13 +185,17 @@ VectorWeightPlan<T, NDim> make_vector_weight_plan(const Problem<NDim>& problem, 
   k.combos = k.outer_taps * k.tap_groups;
   // A block: its lane vectors, then as many combinations as leave two slots each, then slots.
   const std::int64_t lane_vectors = ceil_div<std::int64_t>(k.groups, kLaneVector);
-  k.block_vectors = balanced_tile(lane_vectors, kBlockVectors);
+  k.block_vectors = block_lane_vectors(layout, lane_vectors, kBlockVectors);
   k.combos_per_block = balanced_tile(k.combos, std::max(1, kMaxBlockThreads / (2 * k.block_vectors)));
   k.combo_blocks = static_cast<int>(ceil_div(k.combos, k.combos_per_block));
   k.slots = std::max(1, kMaxBlockThreads / (k.block_vectors * k.combos_per_block));
   k.threads = k.block_vectors * k.combos_per_block * k.slots;
   k.w_runs = w.lattice * static_cast<int>(ceil_div(ceil_div(w.out, w.lattice), kRun));
   k.runs = vector_rows<NDim>(k.dims, k.batch, false) * k.w_runs;
+  if (!set_run_digits<VectorWeightParams<T, NDim>, NDim>(k, false)) {
+    plan.status = Status::not_supported(no + "more W runs than a 32-bit index holds");
+    return plan;
+  }
   plan.shared_bytes = static_cast<std::size_t>(k.threads) * plan.window_taps * kLaneVector * sizeof(float);
   const std::int64_t block_tiles = ceil_div<std::int64_t>(lane_vectors, k.block_vectors) * k.combo_blocks;
   if (block_tiles > 65535) {
@@ -165,7 +217,8 @@ VectorWeightPlan<T, NDim> make_vector_weight_plan(const Problem<NDim>& problem, 
 template <typename T, int NDim>
 std::string vector_data_plan_name(const VectorDataPlan<T, NDim>& plan) {
   return "vector_taps" + std::to_string(plan.window_taps) + "_groups" +
-         std::to_string(plan.params.block_vectors * kLaneVector) + "_slots" + std::to_string(plan.params.slots);
+         std::to_string(plan.params.block_vectors * kLaneVector) + "_slots" + std::to_string(plan.params.slots) +
+         (plan.layout == LaneLayout::kWRuns ? "_wruns" : "");
 }
 
 /// e.g. "vector_taps3_groups128_combos3x2_slices120": the W window's taps, the groups of a block,
@@ -175,7 +228,7 @@ std::string vector_weight_plan_name(const VectorWeightPlan<T, NDim>& plan) {
   const VectorWeightParams<T, NDim>& k = plan.params;
   return "vector_taps" + std::to_string(plan.window_taps) + "_groups" + std::to_string(k.block_vectors * kLaneVector) +
          "_combos" + std::to_string(k.combos_per_block) + "x" + std::to_string(k.slots) + "_slices" +
-         std::to_string(k.slices);
+         std::to_string(k.slices) + (plan.layout == LaneLayout::kWRuns ? "_wruns" : "");
 }
 
 }  // namespace hipgrad::conv::direct

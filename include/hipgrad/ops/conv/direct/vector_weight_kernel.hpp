@@ -58,22 +58,26 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE VectorWeightThread vector_weight_thread(const
 }
 
 /// acc[i] += Σ_j dy[j] · x[j + i] over run `run` (kRun dy positions lattice apart in one row):
-/// dy and the x window of the thread's taps loaded straight from global memory, zero outside.
-template <typename T, int NDim, int kTaps>
+/// dy and the x window of the thread's taps loaded straight from global memory, zero outside. The
+/// x window streams through one vector (each sum still takes its positions in order), so that it
+/// costs no registers beside dy and the sums.
+template <bool kVectors, typename T, int NDim, int kTaps>
 HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_run(const VectorWeightParams<T, NDim>& p,
-                                                       const VectorWeightThread& t, long long run,
+                                                       const VectorWeightThread& t, std::uint32_t run,
                                                        float (&acc)[kTaps][kLaneVector]) {
   constexpr int W = NDim - 1;
   const DimWalk& dw = p.dims[W];
-  const int w_slot = static_cast<int>(run % p.w_runs);
-  long long row = run / p.w_runs;
-  const int dy_first = w_slot % dw.lattice + (w_slot / dw.lattice) * kRun * dw.lattice;
+  std::uint32_t row, w_slot;
+  p.run_digits[W].divmod(run, &row, &w_slot);
+  const int dy_first =
+      static_cast<int>(w_slot) % dw.lattice + (static_cast<int>(w_slot) / dw.lattice) * kRun * dw.lattice;
   std::int64_t dy_offset = 0, x_offset = 0;
   bool inside = true;
   for (int d = W - 1; d >= 0; --d) {
     const DimWalk& dd = p.dims[d];
-    const int o = static_cast<int>(row % dd.out);
-    row /= dd.out;
+    std::uint32_t digit;
+    p.run_digits[d].divmod(row, &row, &digit);
+    const int o = static_cast<int>(digit);
     const int xo = o * dd.stride - dd.pad + t.outer_taps[d] * dd.dilation;
     inside = inside && xo >= 0 && xo < dd.in;
     dy_offset += o * p.dy_strides.spatial[d];
@@ -85,38 +89,46 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void add_vector_run(const VectorWeightParams<
   const T* x_row = p.x + n * p.x_strides.n + t.g0 * p.x_strides.g + x_offset;
   // x = stride·o − pad + dilation·tap, with tap_step·dilation = stride·lattice = phase_step.
   const int x_first = dw.stride * dy_first - dw.pad + t.taps.tap_class * dw.dilation + t.taps.first * dw.phase_step;
-  float dy[kRun][kLaneVector], x[kRun + kTaps - 1][kLaneVector];
+  float dy[kRun][kLaneVector];
   HIPGRAD_UNROLL
   for (int j = 0; j < kRun; ++j) {
     const int o = dy_first + j * dw.lattice;
     if (o < dw.out) {
-      load_lanes(dy_row + o * p.dy_strides.spatial[W], t.dy_lanes, dy[j]);
+      load_lanes<kVectors>(dy_row + o * p.dy_strides.spatial[W], t.dy_lanes, dy[j]);
     } else {
       HIPGRAD_UNROLL
       for (int e = 0; e < kLaneVector; ++e) dy[j][e] = 0.0f;
     }
   }
+  // Guards, not breaks: loops of one exit unroll on every compiler.
   HIPGRAD_UNROLL
   for (int u = 0; u < kRun + kTaps - 1; ++u) {
     const int xw = x_first + u * dw.phase_step;
     if (u < kRun + t.taps.count - 1 && xw >= 0 && xw < dw.in) {
-      load_lanes(x_row + xw * p.x_strides.spatial[W], t.x_lanes, x[u]);
-    } else {
+      float x[kLaneVector];
+      load_lanes<kVectors>(x_row + xw * p.x_strides.spatial[W], t.x_lanes, x);
+      // Window slot u meets dy position j through tap i = u − j.
       HIPGRAD_UNROLL
-      for (int e = 0; e < kLaneVector; ++e) x[u][e] = 0.0f;
-    }
-  }
-  // A guard, not a break: loops of one exit unroll on every compiler.
-  HIPGRAD_UNROLL
-  for (int i = 0; i < kTaps; ++i) {
-    if (i < t.taps.count) {
-      HIPGRAD_UNROLL
-      for (int j = 0; j < kRun; ++j) {
-        HIPGRAD_UNROLL
-        for (int e = 0; e < kLaneVector; ++e) acc[i][e] += dy[j][e] * x[j + i][e];
+      for (int i = 0; i < kTaps; ++i) {
+        const int j = u - i;
+        if (j >= 0 && j < kRun && i < t.taps.count) {
+          HIPGRAD_UNROLL
+          for (int e = 0; e < kLaneVector; ++e) acc[i][e] += dy[j][e] * x[e];
+        }
       }
     }
   }
+}
+
+/// A thread's sums over the runs of its slice its slot takes (slots apart).
+template <typename T, int NDim, int kTaps>
+HIPGRAD_HOST_DEVICE void sum_vector_runs(const VectorWeightParams<T, NDim>& p, const VectorWeightThread& t,
+                                         float (&acc)[kTaps][kLaneVector]) {
+  if (!t.active) return;
+  with_lane_vectors(t.dy_lanes.vectors && t.x_lanes.vectors, [&](auto vectors) {
+    for (long long run = t.first_run + t.slot; run < t.end_run; run += p.slots)
+      add_vector_run<decltype(vectors)::value, T, NDim, kTaps>(p, t, static_cast<std::uint32_t>(run), acc);
+  });
 }
 
 /// Element e of a block's sums (scratch[((slot · combos_per_block + combo) · block_vectors +
@@ -151,7 +163,7 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void write_vector_partial(const VectorWeightP
 }
 
 template <typename T, int NDim, int kTaps>
-__global__ void __launch_bounds__(kMaxBlockThreads, kMinBlocks)
+__global__ void __launch_bounds__(kMaxBlockThreads, kVectorMinBlocks)
     vector_backward_weight_kernel(const VectorWeightParams<T, NDim> p) {
   extern __shared__ Vector<float, kLaneVector> vector_sums[];
   float* scratch = &vector_sums[0][0];
@@ -162,10 +174,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, kMinBlocks)
   HIPGRAD_UNROLL
   for (int i = 0; i < kTaps; ++i) HIPGRAD_UNROLL
   for (int e = 0; e < kLaneVector; ++e) acc[i][e] = 0.0f;
-  if (t.active) {
-    for (long long run = t.first_run + t.slot; run < t.end_run; run += p.slots)
-      add_vector_run<T, NDim, kTaps>(p, t, run, acc);
-  }
+  sum_vector_runs<T, NDim, kTaps>(p, t, acc);
   HIPGRAD_UNROLL
   for (int i = 0; i < kTaps; ++i) HIPGRAD_UNROLL
   for (int e = 0; e < kLaneVector; ++e) scratch[(tid * kTaps + i) * kLaneVector + e] = acc[i][e];
