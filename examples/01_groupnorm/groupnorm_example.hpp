@@ -110,7 +110,15 @@ inline constexpr const char* kOptionsHelp =
     "  --eps=1e-5                epsilon added to the variance (default 1e-5)\n"
     "  --repeats=20              timed runs (default: the time argument if > 1, else 20)\n";
 
-inline std::string usage(const char* program) { return hh::example_usage(program, kSizesHelp) + kOptionsHelp; }
+inline std::string usage(const char* program) { return hh::example_usage(program, kSizesHelp, true) + kOptionsHelp; }
+
+/// Without a time argument the examples time, as CK's GroupNorm client examples do (they print a
+/// Perf line on their default run).
+inline hh::ExampleArgs default_args() {
+  hh::ExampleArgs a;
+  a.time = true;
+  return a;
+}
 
 inline Status parse_sizes(const std::vector<std::int64_t>& sizes, Config* c) {
   if (sizes.empty()) return Status::ok();
@@ -531,7 +539,7 @@ int dispatch(const Config& c) {
 template <Op kOp>
 int example_main(int argc, char** argv) {
   Config c;
-  const Status parsed = hh::parse_example_args(argc, argv, &c.args);
+  const Status parsed = hh::parse_example_args(argc, argv, &c.args, default_args());
   if (parsed.is_ok() && c.args.help) {
     std::printf("%s", usage(argv[0]).c_str());
     return 0;

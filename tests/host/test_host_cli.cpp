@@ -118,6 +118,24 @@ TEST(HostCli, TimeIsAFlagOrACountOfRuns) {
   EXPECT_EQ(a.timed_runs(20), 7);
 }
 
+/// An example may time by default (the GroupNorm examples, as CK's client examples do): its
+/// defaults hold where no argument overrides them, and a time argument of 0 still turns timing off.
+TEST(HostCli, AnExamplesDefaultsHoldUntilAnArgumentOverridesThem) {
+  ExampleArgs timing;
+  timing.time = true;
+  const char* none[] = {"example"};
+  ExampleArgs a;
+  ASSERT_TRUE(parse_example_args(1, none, &a, timing).is_ok());
+  EXPECT_TRUE(a.time);
+  EXPECT_TRUE(a.verify);
+  EXPECT_EQ(a.timed_runs(20), 20);
+  const char* off[] = {"example", "1", "1", "0"};
+  ASSERT_TRUE(parse_example_args(4, off, &a, timing).is_ok());
+  EXPECT_FALSE(a.time);
+  EXPECT_NE(example_usage("e", nullptr, true).find("runs (default)"), std::string::npos);
+  EXPECT_NE(example_usage("e", nullptr).find("0: skip (default)"), std::string::npos);
+}
+
 TEST(HostCli, FlagsOutOfRange) {
   EXPECT_EQ(parse_error({"2"}), "bad argument '2': verify must be 0 or 1");
   EXPECT_EQ(parse_error({"1", "3"}), "bad argument '3': init must be 0, 1 or 2");

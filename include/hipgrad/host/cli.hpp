@@ -206,9 +206,10 @@ inline Status set_dashed(const std::string& text, int* position, ExampleArgs* ar
 
 /// Parses argv[1..argc). On success *args holds the result; on failure it is left unchanged and
 /// the invalid_argument Status names the offending argument.
-inline Status parse_example_args(int argc, const char* const* argv, ExampleArgs* args) {
+inline Status parse_example_args(int argc, const char* const* argv, ExampleArgs* args,
+                                 const ExampleArgs& defaults = ExampleArgs{}) {
   if (args == nullptr) return Status::invalid_argument("parse_example_args: args is null");
-  ExampleArgs parsed;
+  ExampleArgs parsed = defaults;
   int position = 0;
   for (int i = 1; i < argc; ++i) {
     if (argv == nullptr || argv[i] == nullptr)
@@ -223,14 +224,19 @@ inline Status parse_example_args(int argc, const char* const* argv, ExampleArgs*
 }
 
 /// The --help text. `sizes_help` describes the example's sizes (e.g. "rows cols (default 4096
-/// 8192)"); null or empty leaves that line out.
-inline std::string example_usage(const char* program, const char* sizes_help) {
+/// 8192)"); null or empty leaves that line out. `times_by_default`: the example times when no time
+/// argument is given.
+inline std::string example_usage(const char* program, const char* sizes_help, bool times_by_default = false) {
   std::string usage = std::string("usage: ") + (program ? program : "example") +
                       " [verify init time [sizes...]] [--key=value ...]\n"
                       "  verify  1: compare with the CPU reference (default), 0: skip\n"
                       "  init    1: integers in [-5, 5] (default), 2: decimals in [-1, 1), 0: leave memory as is\n"
-                      "  time    0: skip (default), 1: report the median time of the default number of timed\n"
-                      "          runs, n > 1: of n timed runs (--repeats, where given, sets the count)\n";
+                      "  time    0: skip" +
+                      (times_by_default ? "" : " (default)") +
+                      ", 1: report the median time of the default number of timed\n"
+                      "          runs" +
+                      (times_by_default ? " (default)" : "") +
+                      ", n > 1: of n timed runs (--repeats, where given, sets the count)\n";
   if (sizes_help != nullptr && sizes_help[0] != '\0') usage += std::string("  sizes   ") + sizes_help + "\n";
   usage +=
       "  --key=value  options of this example; -h, --help: this text\n"
