@@ -322,7 +322,6 @@ template <typename TileCfg>
 Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& problem, const Args& args,
                                                                  void* workspace, std::size_t bytes,
                                                                  hipStream_t stream) {
-#if defined(HIPGRAD_BACKEND_CUDA)
   if constexpr (TileCfg::kBlockK * sizeof(T) == detail::kTmaRowBytes) {
     using Plan = gemm::WgmmaPlan<TileCfg, detail::DyBoxes<T, NDim>, detail::WBoxes<T, NDim>>;
     const int count =
@@ -330,8 +329,8 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& 
     auto* maps_on_device = static_cast<unsigned char*>(workspace) + gemm::grouped_tail_offset<BoxSubProblem>(count);
     const detail::BoxPlan<T, NDim> plan = detail::box_plan<T, NDim>(problem, args.dx, maps_on_device, TileCfg::kBlockM,
                                                                     TileCfg::kBlockN, Plan::TileB::Layout::kPanelBytes);
-    static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
-    std::vector<CUtensorMap> maps(plan.maps.size());
+    static_assert(sizeof(gemm::TensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
+    std::vector<gemm::TensorMap> maps(plan.maps.size());
     for (std::size_t i = 0; i < maps.size(); ++i) {
       const void* base = i == 0 ? static_cast<const void*>(args.w) : static_cast<const void*>(args.dy);
       HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[i], base, &maps[i]));
@@ -343,10 +342,6 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run_boxes(const Problem& 
     (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;
     return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte rows");
   }
-#else
-  (void)problem, (void)args, (void)workspace, (void)bytes, (void)stream;
-  return Status::not_supported("algorithm tma_boxes: TMA exists in CUDA builds only");
-#endif
 }
 
 }  // namespace hipgrad::conv

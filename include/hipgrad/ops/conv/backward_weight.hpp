@@ -478,20 +478,19 @@ template <typename T, int NDim, typename Cfg>
 template <typename BoxCfg>
 Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args, const BoxGeometry& geometry,
                                                   void* workspace, hipStream_t stream) {
-#if defined(HIPGRAD_BACKEND_CUDA)
   if constexpr (box_tiles_of<BoxCfg>()) {
     using Plan = gemm::WgmmaPlan<BoxCfg, BoxA, BoxB>;
     // A panel lands as kBoxRows rows of 128 bytes (MN-major; fp32's B is turned K-major in place).
     constexpr int kPanelBytes = kBoxRows * detail::kTmaRowBytes;
     static_assert(Plan::TileA::Layout::kPanelBytes == kPanelBytes, "one panel size");
-    static_assert(sizeof(CUtensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
+    static_assert(sizeof(gemm::TensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
     const int splits = geometry.splits;
     const BoxLayout& l = geometry.layout;
     auto* base = static_cast<unsigned char*>(workspace);
     float* sums = splits > 1 ? reinterpret_cast<float*>(base + l.sums) : nullptr;
     const detail::WeightBoxPlan<T, NDim> plan = detail::weight_box_plan<T, NDim>(
         problem, geometry.boxes, args.dw, base + l.maps, BoxCfg::kBlockM, BoxCfg::kBlockN, kPanelBytes, splits, sums);
-    CUtensorMap maps[2];
+    gemm::TensorMap maps[2];
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
     HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
     HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(plan.problems.data(),
@@ -504,10 +503,6 @@ Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const 
     (void)problem, (void)args, (void)geometry, (void)workspace, (void)stream;
     return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte panels");
   }
-#else
-  (void)problem, (void)args, (void)geometry, (void)workspace, (void)stream;
-  return Status::not_supported("algorithm tma_boxes: TMA exists in CUDA builds only");
-#endif
 }
 
 }  // namespace hipgrad::conv

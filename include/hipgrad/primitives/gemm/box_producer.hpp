@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
 /// point) in one copy on `stream`.
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
 Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count,
-                               const CUtensorMap* maps, int map_count, void* workspace, std::size_t bytes,
+                               const TensorMap* maps, int map_count, void* workspace, std::size_t bytes,
                                const DeviceInfo& device, hipStream_t stream) {
   using Problem = SubProblem<OperandA, OperandB, Epilogue>;
   if constexpr (!tma_kernel_supported<Cfg, OperandA, OperandB>()) {
@@ -221,7 +221,8 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     if (starts.back() > INT_MAX) return Status::not_supported("more than 2^31 - 1 output tiles over the sub-problems");
     if (starts.back() == 0) return Status::ok();
     GroupedProblems<OperandA, OperandB, Epilogue> staged{};
-    HIPGRAD_RETURN_IF_ERROR(stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps, map_bytes));
+    HIPGRAD_RETURN_IF_ERROR(
+        stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps, map_bytes));
     const auto kernel = grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>;
     HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(shared)));
     const long long blocks = starts.back() < device.multiprocessors ? starts.back() : device.multiprocessors;
@@ -229,6 +230,15 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_box_tile_gemm");
     return Status::ok();
   }
+}
+
+#else
+
+/// No TMA in this backend: the boxed launch is refused, with the reason.
+template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>*, int, const TensorMap*, int, void*,
+                               std::size_t, const DeviceInfo&, hipStream_t) {
+  return Status::not_supported("TMA exists in CUDA builds only");
 }
 
 #endif  // HIPGRAD_BACKEND_CUDA

@@ -186,7 +186,8 @@ Status make_tma_operand(TmaOperand<T, kKContiguous>& out, const DenseOperand<T, 
 /// refuses it.
 template <typename T>
 Status encode_tensor_map_shape(const TensorMapShape& shape, const void* base, CUtensorMap* map) {
-  if (shape.element_bytes != static_cast<int>(sizeof(T))) return Status::invalid_argument("a tensor map of another element size");
+  if (shape.element_bytes != static_cast<int>(sizeof(T)))
+    return Status::invalid_argument("a tensor map of another element size");
   if (const char* blocker = tensor_map_blocker(shape, base)) return Status::not_supported(blocker);
   const detail::TensorMapEncoder encode = detail::tensor_map_encoder();
   if (encode == nullptr) return Status::not_supported("the driver has no cuTensorMapEncodeTiled");
@@ -198,12 +199,29 @@ Status encode_tensor_map_shape(const TensorMapShape& shape, const void* base, CU
     box[d] = static_cast<cuuint32_t>(shape.box[d]);
     element_strides[d] = static_cast<cuuint32_t>(shape.element_stride[d]);
   }
-  const CUresult r = encode(map, detail::tensor_map_type<T>(), static_cast<cuuint32_t>(shape.rank),
-                            const_cast<void*>(base), sizes, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(map, detail::tensor_map_type<T>(), static_cast<cuuint32_t>(shape.rank), const_cast<void*>(base), sizes,
+             strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return Status::not_supported("cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
   return Status::ok();
+}
+
+/// A tensor map as the driver encodes it (128 bytes, 64-byte aligned).
+using TensorMap = CUtensorMap;
+
+#else
+
+/// A tensor map's storage where the backend has no TMA, so that code holding maps compiles on
+/// every backend: nothing encodes one.
+struct alignas(64) TensorMap {
+  unsigned char bytes[128];
+};
+
+/// No TMA in this backend: every map is refused, with the reason.
+template <typename T>
+Status encode_tensor_map_shape(const TensorMapShape&, const void*, TensorMap*) {
+  return Status::not_supported("TMA exists in CUDA builds only");
 }
 
 #endif  // HIPGRAD_BACKEND_CUDA
@@ -353,5 +371,18 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void warpgroup_registers_increase() {
 }
 
 #endif  // HIPGRAD_GEMM_WGMMA
+
+#if !defined(HIPGRAD_GEMM_TMA)
+/// Without TMA (the HIP backend, nvcc's host pass, targets other than sm_90a) a box copy cannot be
+/// issued: operands that copy boxes still compile, and box_kernel_blocker keeps their kernels
+/// from running.
+HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_box(void*, const TensorMap*, const int*, int, std::uint64_t*) {
+#if defined(HIPGRAD_BACKEND_CUDA)
+  __trap();
+#else
+  __builtin_trap();
+#endif
+}
+#endif
 
 }  // namespace hipgrad::gemm

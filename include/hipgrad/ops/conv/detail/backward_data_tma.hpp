@@ -213,7 +213,7 @@ struct PanelBoxes {
   using Element = T;
   static constexpr bool kKContiguous = false;
   static constexpr int kPanelElements = kTmaRowBytes / static_cast<int>(sizeof(T));
-  const void* map;  ///< the operand's CUtensorMap, in device memory
+  const void* map;  ///< the operand's tensor map (gemm::TensorMap), in device memory
   int panels;       ///< the block's 128-byte panels along MN
   int panel_bytes;  ///< a panel's bytes in the stage
   int mn_extent;
@@ -224,14 +224,12 @@ struct PanelBoxes {
   HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
   HIPGRAD_HOST_DEVICE int copies() const { return panels; }
 
-#if defined(HIPGRAD_GEMM_TMA)
   HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int mn_base, int k_base,
                                                std::uint64_t* barrier) const {
     int c[gemm::TensorMapShape::kMaxRank];
     const int rank = static_cast<const Derived*>(this)->coordinates(mn_base, k_base, p, c);
-    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const gemm::TensorMap*>(map), c, rank, barrier);
   }
-#endif
 };
 
 /// A of a boxed sub-problem (box_producer.hpp): per K tile one box of dy's map, the M tile's
@@ -240,7 +238,7 @@ template <typename T, int NDim>
 struct DyBoxes {
   using Element = T;
   static constexpr bool kKContiguous = true;
-  const void* map;  ///< dy's CUtensorMap with this sub-problem's box, in device memory
+  const void* map;  ///< dy's tensor map (gemm::TensorMap) with this sub-problem's box, in device memory
   TmaTapCoordinates<NDim> taps;
   BoxGrid<NDim> grid;
   FastDivmod tile_rows;  ///< the GEMM's block M
@@ -262,13 +260,11 @@ struct DyBoxes {
     return taps.dy_box(first, k_base / taps.bk, c);
   }
 
-#if defined(HIPGRAD_GEMM_TMA)
   HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int, char* tile, int m_base, int k_base, std::uint64_t* barrier) const {
     int c[gemm::TensorMapShape::kMaxRank];
     const int rank = coordinates(m_base, k_base, c);
-    gemm::tma_load_box(tile, static_cast<const CUtensorMap*>(map), c, rank, barrier);
+    gemm::tma_load_box(tile, static_cast<const gemm::TensorMap*>(map), c, rank, barrier);
   }
-#endif
 };
 
 /// B of a boxed sub-problem: per K tile one box of w's map per 128-byte panel of the tile's

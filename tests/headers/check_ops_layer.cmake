@@ -1,0 +1,20 @@
+# The ops layer tests no platform macro (docs/architecture.md): no header under
+# include/hipgrad/ops/ holds a preprocessor conditional; what differs between backends lives in
+# core/ and the GEMM's layers.
+file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/hipgrad/ops/*.hpp)
+set(offenders "")
+foreach(header IN LISTS headers)
+  file(STRINGS ${INCLUDE_DIR}/${header} lines REGEX "^[ \t]*#[ \t]*(if|ifdef|ifndef|elif)")
+  if(lines)
+    list(APPEND offenders "${header}: ${lines}")
+  endif()
+endforeach()
+list(LENGTH headers count)
+if(count EQUAL 0)
+  message(FATAL_ERROR "no headers found under ${INCLUDE_DIR}/hipgrad/ops")
+endif()
+if(offenders)
+  string(REPLACE ";" "\n  " listed "${offenders}")
+  message(FATAL_ERROR "ops headers that test the preprocessor:\n  ${listed}")
+endif()
+message("${count} ops headers, none with a preprocessor conditional")
