@@ -9,7 +9,7 @@
 ///
 ///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
 ///              [--problems=all|dense|grouped|few] [--cases=label,...] [--layouts=nhwgc,ngchw]
-///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct] [--direct=ops|window|w_runs] [--host-us]
+///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct] [--direct=ops|window|adjacent] [--pack-groups=P] [--host-us]
 ///
 /// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
 /// host_microseconds_per_call). Where it exceeds a call's GPU time the timed runs wait for the
@@ -17,8 +17,13 @@
 /// A forced algorithm that cannot run a line skips it with the reason (on stderr).
 /// --direct=window times the direct window kernels alone (direct::Kernels::kWindow) on the lines the
 /// ops run direct, through their plan and launcher: the A/B against the ops' plans, which take
-/// the vector kernels where they apply. --direct=w_runs times the plans that also take the vector
-/// kernels over W runs (NCHW depthwise; direct::Kernels::kVectorsAndWRuns) on those lines.
+/// the vector kernels where they apply, over adjacent groups and over W runs. --direct=adjacent
+/// times the plans that take the vector kernels over adjacent groups alone
+/// (direct::Kernels::kVectorsWhereTheyApply: NCHW depthwise on the window kernels).
+/// --pack-groups=P times, on each line whose G is a multiple of P, the problem of G / P groups of
+/// P·C and P·K channels: the block-diagonal packing of P groups into one tensor-core tile (the
+/// weight a P-times larger dense one; dy, x and dx the same memory). The line keeps the case's
+/// sizes, bytes and FLOPs; its name ends in _packedP.
 
 #include <algorithm>
 #include <array>
@@ -103,11 +108,13 @@ hc::ConvLayout g_layout = hc::ConvLayout::kNHWGC;
 bool g_host_us = false;
 /// --direct: the kernels of the direct plans a line runs instead of the op's (none: the op).
 std::optional<hc::direct::Kernels> g_direct_kernels;
+/// --pack-groups: groups packed into one (block-diagonal) group of the problem a line times.
+int g_pack_groups = 1;
 
 template <int NDim>
 hc::Problem<NDim> problem_of(const ConvCase& cc, bool tf32) {
   hc::ConvParams<NDim> p;
-  p.G = cc.g, p.N = cc.n, p.K = cc.k, p.C = cc.c;
+  p.G = cc.g / g_pack_groups, p.N = cc.n, p.K = cc.k * g_pack_groups, p.C = cc.c * g_pack_groups;
   for (int d = 0; d < NDim; ++d) {
     p.filter[d] = cc.filter[d], p.input[d] = cc.input[d], p.strides[d] = cc.stride[d];
     p.dilations[d] = cc.dilation[d], p.left_pads[d] = cc.pad[d], p.right_pads[d] = cc.pad[d];
@@ -127,6 +134,7 @@ template <typename T, int NDim>
 struct DataGradient {
   using Op = hc::BackwardData<T, NDim>;
   static constexpr const char* kName = "conv_bwd_data";
+  static constexpr int kWeightIndex = 1;  ///< w's place in elements()
   static std::array<Index, 3> elements(const hc::Problem<NDim>& problem) {
     const hc::ConvParams<NDim>& p = problem.params;
     return {hc::Problem<NDim>::element_space(p.output_lengths(), problem.output_strides),
@@ -151,6 +159,7 @@ template <typename T, int NDim>
 struct WeightGradient {
   using Op = hc::BackwardWeight<T, NDim>;
   static constexpr const char* kName = "conv_bwd_weight";
+  static constexpr int kWeightIndex = 2;  ///< dw's place in elements()
   static std::array<Index, 3> elements(const hc::Problem<NDim>& problem) {
     const hc::ConvParams<NDim>& p = problem.params;
     return {hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides),
@@ -173,6 +182,10 @@ struct WeightGradient {
 template <typename Gradient, typename T, int NDim>
 Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   using Op = typename Gradient::Op;
+  if (cc.g % g_pack_groups != 0) {
+    std::fprintf(stderr, "bench_conv: skipped %s %s: G is not a multiple of %d\n", cc.label, dtype, g_pack_groups);
+    return Status::ok();
+  }
   const hc::Problem<NDim> problem = problem_of<NDim>(cc, tf32);
   HIPGRAD_RETURN_IF_ERROR(problem.validate());
   const hc::ConvParams<NDim>& p = problem.params;
@@ -186,7 +199,7 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   HIPGRAD_RETURN_IF_ERROR(out.allocate(static_cast<std::size_t>(elements[2])));
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(a.data(), elements[0] * copies, 1));
   HIPGRAD_RETURN_IF_ERROR(hipgrad::host::fill_uniform_on_device(b.data(), elements[1] * copies, 2));
-  // --direct=window|w_runs: the plan of those kernels where the op runs direct.
+  // --direct=window|adjacent: the plan of those kernels where the op runs direct.
   const typename Gradient::DirectPlan forced =
       g_direct_kernels ? Gradient::direct_plan(problem, *g_direct_kernels) : typename Gradient::DirectPlan{};
   const bool run_forced =
@@ -213,7 +226,12 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
   if (g_host_us)
     HIPGRAD_RETURN_IF_ERROR(
         hipgrad::bench::host_microseconds_per_call([&] { return call(0); }, 50, &host_us, &drain_us));
-  const double bytes = static_cast<double>(sizeof(T)) * static_cast<double>(elements[0] + elements[1] + elements[2]);
+  // The case's bytes and FLOPs: a packed weight's zeros are not the problem's.
+  const double weight_elements = static_cast<double>(elements[Gradient::kWeightIndex]) / g_pack_groups;
+  const double bytes =
+      static_cast<double>(sizeof(T)) * (static_cast<double>(elements[0] + elements[1] + elements[2]) -
+                                        static_cast<double>(elements[Gradient::kWeightIndex]) + weight_elements);
+  const std::string packed = g_pack_groups > 1 ? "_packed" + std::to_string(g_pack_groups) : "";
   hipgrad::bench::JsonLine line;
   line.add("op", Gradient::kName)
       .add("case", cc.label)
@@ -229,9 +247,9 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
       .add_list("dilation", list_of(cc.dilation, NDim))
       .add_list("pad", list_of(cc.pad, NDim))
       .add("layout", g_layout == hc::ConvLayout::kNGCHW ? "ngchw" : "nhwgc")
-      .add("name", run_forced ? Gradient::direct_name(forced) : Op::name(problem, args(0)))
+      .add("name", (run_forced ? Gradient::direct_name(forced) : Op::name(problem, args(0))) + packed)
       .add("ms", ms)
-      .add("tflops", static_cast<double>(p.flops()) / (ms * 1e-3) / 1e12)
+      .add("tflops", static_cast<double>(p.flops()) / g_pack_groups / (ms * 1e-3) / 1e12)
       .add("tbps", bytes / (ms * 1e-3) / 1e12);
   if (g_host_us) line.add("host_us", host_us);
   line.print();
@@ -268,7 +286,7 @@ int main(int argc, char** argv) {
   Status s = hipgrad::host::parse_example_args(argc, argv, &args);
   if (s.is_ok())
     s = args.reject_unknown_options(
-        {"ops", "dtypes", "repeats", "problems", "cases", "layouts", "algorithm", "direct", "host-us"});
+        {"ops", "dtypes", "repeats", "problems", "cases", "layouts", "algorithm", "direct", "pack-groups", "host-us"});
   const auto repeats = static_cast<int>(args.get_int("repeats", 20));
   const std::string algorithm = args.get_string("algorithm", "auto");
   bool known = false;
@@ -282,9 +300,11 @@ int main(int argc, char** argv) {
   g_host_us = args.get_bool("host-us", false);
   const std::string direct = args.get_string("direct", "ops");
   if (direct == "window") g_direct_kernels = hc::direct::Kernels::kWindow;
-  if (direct == "w_runs") g_direct_kernels = hc::direct::Kernels::kVectorsAndWRuns;
+  if (direct == "adjacent") g_direct_kernels = hc::direct::Kernels::kVectorsWhereTheyApply;
   if (s.is_ok() && direct != "ops" && !g_direct_kernels)
-    s = Status::invalid_argument("--direct takes ops, window or w_runs");
+    s = Status::invalid_argument("--direct takes ops, window or adjacent");
+  g_pack_groups = static_cast<int>(args.get_int("pack-groups", 1));
+  if (s.is_ok() && g_pack_groups < 1) s = Status::invalid_argument("--pack-groups must be positive");
   if (s.is_ok()) s = args.option_status();
   if (s.is_ok() && which != "all" && which != "dense" && which != "grouped" && which != "few") {
     s = Status::invalid_argument("--problems takes all, dense, grouped or few");

@@ -32,6 +32,9 @@ CONV_BWD_WEIGHT = "ConvBackwardWeightPlan*:ConvBackwardWeightTma*:ConvBackwardWe
 # The direct kernels: their plans and the kernels' code run on the host (ConvDirectPlan,
 # ConvDirectEmulated), and the op on the GPU (ConvDirectTest).
 CONV_DIRECT = "ConvDirect*"
+# kAuto's packed groups: the index map and the packed problems on the CPU (ConvPackedGroups), both
+# ops packed on the GPU (ConvPackedGroupsTest).
+CONV_PACKED = "ConvPackedGroups*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -520,5 +523,25 @@ MUTATIONS = [
         new="for (int s = 0; s < p.slots - 1; ++s) sum += scratch[s * stride + e];",
         targets=CONV,
         filter={"test_conv": CONV_DIRECT},
+    ),
+    # packed_weight_source is the one index map of both copies: the spread (backward-data) and
+    # the gather (backward-weight); the CPU test runs the reference through it.
+    dict(
+        id="conv_packed_off_diagonal_kept",
+        bug="conv packed groups: the packed weight keeps a block off the diagonal (the next group's taps)",
+        file="include/hipgrad/ops/conv/detail/packed_groups_kernels.hpp",
+        old="if (kk / p.k != block) return -1;",
+        new="if (kk / p.k != block && kk / p.k != block + 1) return -1;",
+        targets=CONV,
+        filter={"test_conv": CONV_PACKED},
+    ),
+    dict(
+        id="conv_packed_wrong_block_group",
+        bug="conv packed groups: a diagonal block maps to the packed group's first group",
+        file="include/hipgrad/ops/conv/detail/packed_groups_kernels.hpp",
+        old="const std::int64_t g = (i / wide_k) * p.groups + block;",
+        new="const std::int64_t g = (i / wide_k) * p.groups + (block > 1 ? block : 0);",
+        targets=CONV,
+        filter={"test_conv": CONV_PACKED},
     ),
 ]

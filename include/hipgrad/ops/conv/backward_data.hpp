@@ -19,7 +19,8 @@
 /// (dy and w copied by TMA boxes, detail/backward_data_tma.hpp); elsewhere elements are read one
 /// at a time on the SIMT path. Each dx element is one thread's sum in a fixed order: results are bitwise
 /// repeatable. Groups of few channels take the direct kernels instead (direct/, Algorithm::kDirect;
-/// kAuto's rule: direct/heuristics.hpp).
+/// kAuto's rule: direct/heuristics.hpp), or, under kAuto, several of them packed into one
+/// block-diagonal group on the box path (detail/packed_groups.hpp).
 #pragma once
 
 #include <cstddef>
@@ -36,6 +37,8 @@
 #include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
 #include "hipgrad/ops/conv/detail/direct_path.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
+#include "hipgrad/ops/conv/detail/packed_groups.hpp"
+#include "hipgrad/ops/conv/detail/packed_groups_kernels.hpp"
 #include "hipgrad/ops/conv/detail/plain_gemm.hpp"
 #include "hipgrad/ops/conv/detail/plan_key.hpp"
 #include "hipgrad/ops/conv/direct/launch.hpp"
@@ -91,7 +94,7 @@ class BackwardData {
   static Status can_implement(const Problem& problem, const Args& args) {
     bool direct = false;
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
-    if (direct) return Status::ok();
+    if (direct || packed_groups(problem, args) > 1) return Status::ok();
     bool boxes = false;
     HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, &boxes));
     if (boxes) return Status::ok();
@@ -100,16 +103,12 @@ class BackwardData {
   }
 
   /// The launch's table of sub-problems (one per group and stride phase with dx positions), and
-  /// for the box path its tensor maps: where kAuto may take the box path, the larger of the two.
+  /// for the box path its tensor maps: where kAuto may take the box path, the larger of the two;
+  /// where it may pack groups, the packed weight and the packed problem's, if larger.
   static std::size_t workspace_size(const Problem& problem) {
-    if (!problem.validate().is_ok() || takes_direct(problem) || !check_index_space(problem).is_ok()) return 0;
-    const auto phases = static_cast<int>(detail::backward_data_phases(problem).size());
-    const auto count = static_cast<int>(problem.params.G * phases);
-    const std::size_t boxes = box_workspace_bytes(count, phases);
-    if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
-    const std::size_t grouped = channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
-                                                             : LauncherOf<false>::workspace_bytes(count);
-    return auto_may_run_boxes(problem) && boxes > grouped ? boxes : grouped;
+    if (!problem.validate().is_ok()) return 0;
+    return detail::workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
+                                             [](const Problem& packed) { return workspace_size(packed); });
   }
 
   /// Defined after the class (not inline), so that an `extern template` declaration of the op
@@ -124,6 +123,10 @@ class BackwardData {
     if (!problem.validate().is_ok()) return "conv_bwd_data_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_data_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (const int groups = packed_groups(problem, args); groups > 1) {
+      const std::string packed = name(detail::packed_problem(problem, groups), packed_args(args));
+      return op + "_packed" + std::to_string(groups) + packed.substr(op.size());
+    }
     if (takes_direct(problem)) return op + "_direct_" + direct::data_plan_name(direct_plan(problem));
     if (runs_boxes(problem, args)) {
       return with_box_config(problem, [&](auto cfg) {
@@ -156,6 +159,18 @@ class BackwardData {
   /// Vectors run along the channels where dy's k and w's c are contiguous.
   static bool channels_contiguous(const Problem& problem) {
     return problem.output_strides[2] == 1 && problem.weight_strides[2] == 1;
+  }
+
+  /// workspace_size without packed groups.
+  static std::size_t unpacked_workspace_size(const Problem& problem) {
+    if (takes_direct(problem) || !check_index_space(problem).is_ok()) return 0;
+    const auto phases = static_cast<int>(detail::backward_data_phases(problem).size());
+    const auto count = static_cast<int>(problem.params.G * phases);
+    const std::size_t boxes = box_workspace_bytes(count, phases);
+    if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
+    const std::size_t grouped = channels_contiguous(problem) ? LauncherOf<true>::workspace_bytes(count)
+                                                             : LauncherOf<false>::workspace_bytes(count);
+    return auto_may_run_boxes(problem) && boxes > grouped ? boxes : grouped;
   }
 
   // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
@@ -205,6 +220,34 @@ class BackwardData {
       if (problem.params.C <= NarrowCfg::kBlockN) return visit_plan<true, NarrowCfg>(problem, args, visit);
     }
     return visit_plan<true, Cfg>(problem, args, visit);
+  }
+
+  // ---- kAuto's packed groups: P groups as one block-diagonal group (detail/packed_groups.hpp) -
+
+  /// The packed problem's arguments before the workspace is known (the packed weight's stand-in).
+  static Args packed_args(const Args& args) { return {args.dy, detail::packed_weight_stand_in<T>(), args.dx}; }
+
+  /// The groups run() packs into one (1: none): kAuto's count where the box path runs the packed
+  /// problem here.
+  static int packed_groups(const Problem& problem, const Args& args) {
+    const int groups = detail::packed_group_count<T>(problem);
+    if (groups < 2) return 1;
+    const Problem packed = detail::packed_problem(problem, groups);
+    bool boxes = false;
+    return check_index_space(packed).is_ok() && box_choice(packed, packed_args(args), &boxes).is_ok() && boxes ? groups
+                                                                                                               : 1;
+  }
+
+  /// The packed weight spread into the workspace, then the packed problem on the rest of it.
+  static Status run_packed(const Problem& problem, const Args& args, int groups, void* workspace, std::size_t bytes,
+                           hipStream_t stream) {
+    const std::size_t weight_bytes = detail::packed_weight_bytes<T>(problem, groups);
+    detail::PackedWeightParams<T, NDim> spread = detail::packed_weight_params<T, NDim>(problem, groups, true);
+    T* w = detail::packed_weight_in<T>(workspace);
+    spread.from = args.w, spread.to = w;
+    HIPGRAD_RETURN_IF_ERROR(detail::launch_packed_weight_copy(spread, stream));
+    return run(detail::packed_problem(problem, groups), Args{args.dy, w, args.dx},
+               static_cast<unsigned char*>(workspace) + weight_bytes, bytes - weight_bytes, stream);
   }
 
   // ---- kTmaBoxes: dy and w by TMA boxes (backward_data_tma.hpp, box_producer.hpp) ----------
@@ -296,6 +339,10 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& proble
   bool direct = false;
   typename Direct::Plan plan;
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct, &plan));
+  if (const int groups = packed_groups(problem, args); groups > 1) {
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+    return run_packed(problem, args, groups, workspace, workspace_bytes, stream);
+  }
   if (direct) return direct::launch_backward_data(plan, args.dy, args.w, args.dx, stream);
   HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
   bool boxes = false;

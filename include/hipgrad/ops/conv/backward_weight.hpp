@@ -22,7 +22,9 @@
 /// TF32 take the box path (x and dy copied by TMA boxes of output positions,
 /// detail/backward_weight_tma.hpp);
 /// elsewhere elements are read one at a time on the SIMT path. Groups of few channels take the
-/// direct kernels instead (direct/, Algorithm::kDirect; kAuto's rule: direct/heuristics.hpp).
+/// direct kernels instead (direct/, Algorithm::kDirect; kAuto's rule: direct/heuristics.hpp), or,
+/// under kAuto, several of them packed into one block-diagonal group on the box path, whose dw
+/// diagonal blocks are copied out (detail/packed_groups.hpp).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,8 @@
 #include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
 #include "hipgrad/ops/conv/detail/direct_path.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
+#include "hipgrad/ops/conv/detail/packed_groups.hpp"
+#include "hipgrad/ops/conv/detail/packed_groups_kernels.hpp"
 #include "hipgrad/ops/conv/detail/plan_key.hpp"
 #include "hipgrad/ops/conv/direct/launch.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
@@ -69,7 +73,7 @@ class BackwardWeight {
   static Status can_implement(const Problem& problem, const Args& args) {
     bool direct = false;
     HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct));
-    if (direct) return Status::ok();
+    if (direct || packed_groups(problem, args) > 1) return Status::ok();
     bool boxes = false;
     HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, box_geometry(problem), &boxes));
     if (boxes) return Status::ok();
@@ -80,12 +84,11 @@ class BackwardWeight {
   /// The launch's table of sub-problems (one per group and split), and with several splits their
   /// fp32 sums (splits × G × K × taps × C, C padded to the vector, or to a 128-byte panel on the
   /// box path, whose tensor maps the workspace holds too): where kAuto may take the box path, the
-  /// larger of the two.
+  /// larger of the two; where it may pack groups, the packed dw and the packed problem's, if larger.
   static std::size_t workspace_size(const Problem& problem) {
     if (!problem.validate().is_ok()) return 0;
-    if (takes_direct(problem)) return direct_plan(problem).workspace;
-    if (!check_index_space(problem).is_ok()) return 0;
-    return required_workspace(problem, box_geometry(problem));
+    return detail::workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
+                                             [](const Problem& packed) { return workspace_size(packed); });
   }
 
   /// Defined after the class (not inline), so that an `extern template` declaration of the op
@@ -100,6 +103,10 @@ class BackwardWeight {
     if (!problem.validate().is_ok()) return "conv_bwd_weight_invalid";
     const std::string op =
         "conv" + std::to_string(NDim) + "d_bwd_weight_" + type_name<T>() + (problem.allow_tf32 ? "_tf32" : "");
+    if (const int groups = packed_groups(problem, args); groups > 1) {
+      const std::string packed = name(detail::packed_problem(problem, groups), packed_args(args));
+      return op + "_packed" + std::to_string(groups) + packed.substr(op.size());
+    }
     if (takes_direct(problem)) return op + "_direct_" + direct::weight_plan_name(direct_plan(problem));
     const BoxGeometry geometry = box_geometry(problem);
     if (runs_boxes(problem, args, geometry)) {
@@ -123,6 +130,8 @@ class BackwardWeight {
   /// detail::auto_splits); 0 for a problem that does not validate.
   static int splits_of(const Problem& problem, const Args& args = Args{}) {
     if (!problem.validate().is_ok()) return 0;
+    if (const int groups = packed_groups(problem, args); groups > 1)
+      return splits_of(detail::packed_problem(problem, groups), packed_args(args));
     if (takes_direct(problem)) return direct_plan(problem).slices();
     const BoxGeometry geometry = box_geometry(problem);
     if (runs_boxes(problem, args, geometry)) return geometry.splits;
@@ -173,6 +182,45 @@ class BackwardWeight {
   }
 
   static gemm::TileGemmRequest request_of(const Problem& problem) { return detail::gemm_request<T>(problem); }
+
+  /// workspace_size without packed groups.
+  static std::size_t unpacked_workspace_size(const Problem& problem) {
+    if (takes_direct(problem)) return direct_plan(problem).workspace;
+    if (!check_index_space(problem).is_ok()) return 0;
+    return required_workspace(problem, box_geometry(problem));
+  }
+
+  // ---- kAuto's packed groups: P groups as one block-diagonal group (detail/packed_groups.hpp) -
+
+  /// The packed problem's arguments before the workspace is known (the packed dw's stand-in).
+  static Args packed_args(const Args& args) {
+    return {args.x, args.dy, const_cast<T*>(detail::packed_weight_stand_in<T>())};
+  }
+
+  /// The groups run() packs into one (1: none): kAuto's count where the box path runs the packed
+  /// problem here.
+  static int packed_groups(const Problem& problem, const Args& args) {
+    const int groups = detail::packed_group_count<T>(problem);
+    if (groups < 2) return 1;
+    const Problem packed = detail::packed_problem(problem, groups);
+    bool boxes = false;
+    return check_index_space(packed).is_ok() &&
+                   box_choice(packed, packed_args(args), box_geometry(packed), &boxes).is_ok() && boxes
+               ? groups
+               : 1;
+  }
+
+  /// The packed problem into a packed dw in the workspace, then dw gathered from its diagonal blocks.
+  static Status run_packed(const Problem& problem, const Args& args, int groups, void* workspace, std::size_t bytes,
+                           hipStream_t stream) {
+    const std::size_t weight_bytes = detail::packed_weight_bytes<T>(problem, groups);
+    T* packed_dw = detail::packed_weight_in<T>(workspace);
+    HIPGRAD_RETURN_IF_ERROR(run(detail::packed_problem(problem, groups), Args{args.x, args.dy, packed_dw},
+                                static_cast<unsigned char*>(workspace) + weight_bytes, bytes - weight_bytes, stream));
+    detail::PackedWeightParams<T, NDim> gather = detail::packed_weight_params<T, NDim>(problem, groups, false);
+    gather.from = packed_dw, gather.to = args.dw;
+    return detail::launch_packed_weight_copy(gather, stream);
+  }
 
   // ---- kDirect: the direct kernels (direct/) --------------------------------------------------
 
@@ -437,6 +485,10 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
   bool direct = false;
   typename Direct::Plan plan;
   HIPGRAD_RETURN_IF_ERROR(check_arguments(problem, args, &direct, &plan));
+  if (const int groups = packed_groups(problem, args); groups > 1) {
+    HIPGRAD_RETURN_IF_ERROR(check_workspace(workspace_size(problem), workspace, workspace_bytes));
+    return run_packed(problem, args, groups, workspace, workspace_bytes, stream);
+  }
   if (direct) {
     HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace, workspace, workspace_bytes));
     if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) != 0)

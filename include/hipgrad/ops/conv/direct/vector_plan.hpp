@@ -25,13 +25,12 @@ inline constexpr int kBlockVectors = 32;
 
 /// Which direct kernels a plan may take: the window kernels alone; the vector kernels where the
 /// groups are adjacent (channels-last); or those and the vector kernels over W runs where W is
-/// contiguous (NCHW), which bench_conv --direct=w_runs times before the ops take them.
+/// contiguous (NCHW).
 enum class Kernels { kWindow, kVectorsWhereTheyApply, kVectorsAndWRuns };
 
-/// The kernels the ops' plans take: the vector kernels where the groups are adjacent, faster than
-/// the window kernels there (bench/log/conv_direct.md); bench_conv --direct=window times the
-/// window kernels beside them.
-inline constexpr Kernels kOpKernels = Kernels::kVectorsWhereTheyApply;
+/// The kernels the ops' plans take: every vector layout, faster than the window kernels where they
+/// apply (bench/log/conv_direct.md); bench_conv --direct=window|vectors times the others beside.
+inline constexpr Kernels kOpKernels = Kernels::kVectorsAndWRuns;
 
 /// How a vector plan lays its threads: kAdjacentGroups, a block's fastest index walks lane
 /// vectors of adjacent groups (one aligned access each); kWRuns, it walks W runs of one lane
