@@ -38,8 +38,8 @@
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
+#include "hipgrad/ops/conv/detail/backward_weight_box_path.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
 #include "hipgrad/ops/conv/detail/direct_path.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/packed_groups.hpp"
@@ -48,7 +48,6 @@
 #include "hipgrad/ops/conv/direct/launch.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/grouped_launcher.hpp"
 #include "hipgrad/primitives/gemm/launcher.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"
@@ -113,7 +112,7 @@ class BackwardWeight {
       gemm::TileGemmPlan plan;
       plan.path = gemm::Path::kTma;
       plan.wgmma = true;
-      return with_box_config(problem, [&](auto config) {
+      return Boxes::with_config(problem, [&](auto config) {
         return op + "_boxes_grouped_" + gemm::tile_gemm_kernel_name<decltype(config)>(plan) + "_split" +
                std::to_string(geometry.splits);
       });
@@ -143,26 +142,11 @@ class BackwardWeight {
   using LauncherOf = gemm::GroupedGemmLauncher<Cfg, detail::DyRows<T, NDim, kVectors>,
                                                detail::XPatches<T, NDim, kVectors>, detail::DwStore<T, NDim>>;
 
-  /// Vectors run along the channels where dy's k and x's c are contiguous.
-  static bool channels_contiguous(const Problem& problem) {
-    return problem.output_strides[2] == 1 && problem.input_strides[2] == 1;
-  }
+  static bool channels_contiguous(const Problem& problem) { return detail::weight_channels_contiguous(problem); }
 
   template <bool kVectors>
   static int splits_for(const Problem& problem) {
-    return splits_over(problem, detail::weight_extents<T, NDim, kVectors>(problem));
-  }
-
-  /// problem.split_k, or auto_splits over the GEMM of extents e (its positions: e.positions) in
-  /// blocks of C.
-  template <typename C = Cfg>
-  static int splits_over(const Problem& problem, const detail::WeightExtents& e) {
-    if (problem.split_k > 0) return problem.split_k;
-    const Index tiles = problem.params.G * ceil_div(e.m, static_cast<Index>(C::kBlockM)) *
-                        ceil_div(e.n, static_cast<Index>(C::kBlockN));
-    const DeviceInfo& device = current_device_info();
-    const int multiprocessors = device.known ? device.multiprocessors : 1;
-    return detail::auto_splits(tiles, e.positions, problem.params.G * e.m * e.n, C::kBlockK, multiprocessors);
+    return detail::weight_splits<Cfg>(problem, detail::weight_extents<T, NDim, kVectors>(problem));
   }
 
   /// The table, then (several splits) the splits' sums, 256-byte aligned.
@@ -259,7 +243,7 @@ class BackwardWeight {
       return Status::not_supported("split_k " + std::to_string(problem.split_k) + " is more than " +
                                    std::to_string(kMaxSplits));
     }
-    // The gather paths' splits (the box path checks its own in box_status).
+    // The gather paths' splits (the box path checks its own: WeightBoxPath::status).
     const int splits = channels_contiguous(problem) ? splits_for<true>(problem) : splits_for<false>(problem);
     return detail::check_split_sums(problem.params.G, splits, e.m * e.n);
   }
@@ -286,140 +270,18 @@ class BackwardWeight {
   static Status run_splits(const Problem& problem, const Args& args, void* workspace, std::size_t workspace_bytes,
                            hipStream_t stream);
 
-  // ---- kTmaBoxes: x and dy by TMA boxes (backward_weight_tma.hpp, box_producer.hpp) ----------
+  // ---- kTmaBoxes: x and dy by TMA boxes (detail/backward_weight_box_path.hpp) ----------------
 
-  using BoxA = detail::DyBoxRows<T, NDim>;
-  using BoxB = detail::XBoxPatches<T, NDim>;
-  using BoxSubProblem = detail::WeightBoxSubProblem<T, NDim>;
-  static constexpr int kBoxRows = detail::kTmaRowBytes / static_cast<int>(sizeof(T));  ///< positions a K tile
-  static constexpr std::size_t kMapBytes = 2 * detail::kTensorMapBytes;                ///< dy's and x's maps
-  /// Whether C's tiles are whole panels: a K tile of kBoxRows positions, blocks of whole panels.
-  template <typename C>
-  static constexpr bool box_tiles_of() {
-    return C::kBlockK == kBoxRows && C::kBlockM % kBoxRows == 0 && C::kBlockN % kBoxRows == 0;
-  }
-  static constexpr bool kBoxTiles = box_tiles_of<Cfg>();
-
-  /// TF32 blocks for a K (dy's channels, the GEMM's M) of at most half of Cfg's block M: half as
-  /// tall and twice as wide, so that fewer of each block's rows are idle (fp16/bf16 blocks are
-  /// 128 × 256 already).
-  using ShortBoxCfg = gemm::Config<Cfg::kBlockM / 2, Cfg::kBlockN * 2, Cfg::kBlockK,
-                                   (Cfg::kWarpsM > 1 ? Cfg::kWarpsM / 2 : 1), Cfg::kWarpsN * 2, Cfg::kStages>;
-  static constexpr bool short_boxes_available() {
-    if constexpr (sizeof(T) != 4 || Cfg::kWarpsM < 2) {
-      return false;
-    } else {
-      return box_tiles_of<ShortBoxCfg>() && gemm::tma_kernel_supported<ShortBoxCfg, BoxA, BoxB>();
-    }
-  }
-  static bool short_boxes(const Problem& problem) {
-    return short_boxes_available() && problem.params.K <= ShortBoxCfg::kBlockM;
-  }
-
-  /// fp16/bf16 blocks three-quarters as wide, with a stage more: for taps × Cp that 256-wide
-  /// blocks would pad by at least 20 % more columns than 192-wide ones (576 columns of a 3 × 3
-  /// filter over 64 channels: 768 against 576). A 192-wide K tile brings almost as many bytes and
-  /// barriers as a 256-wide one, so a small saving of columns does not pay (bench/log/conv.md).
-  using SlimBoxCfg =
-      gemm::Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN, Cfg::kStages + 1>;
-  static constexpr bool slim_boxes_available() {
-    // Nested, so that a configuration without whole panels (AMD's) never instantiates the
-    // TMA kernel's plan.
-    if constexpr (sizeof(T) != 2 || Cfg::kBlockN % 4 != 0 || !box_tiles_of<SlimBoxCfg>()) {
-      return false;
-    } else {
-      return gemm::tma_kernel_supported<SlimBoxCfg, BoxA, BoxB>();
-    }
-  }
-  static bool slim_boxes(const Problem& problem) {
-    if (!slim_boxes_available()) return false;
-    const Index n = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C)).n;
-    const Index wide = round_up(n, static_cast<Index>(Cfg::kBlockN));
-    const Index slim = round_up(n, static_cast<Index>(SlimBoxCfg::kBlockN));
-    return wide * 5 >= slim * 6;
-  }
-
-  /// visit(BoxCfg{}) with the box path's configuration for `problem`.
-  template <typename Visit>
-  static auto with_box_config(const Problem& problem, Visit&& visit) {
-    if constexpr (short_boxes_available()) {
-      if (short_boxes(problem)) return visit(ShortBoxCfg{});
-    }
-    if constexpr (slim_boxes_available()) {
-      if (slim_boxes(problem)) return visit(SlimBoxCfg{});
-    }
-    return visit(Cfg{});
-  }
-
-  /// The box path's workspace: the sub-problem table, the two maps (128-byte aligned), then with
-  /// several splits their fp32 sums (256-byte aligned).
-  struct BoxLayout {
-    std::size_t maps = 0;
-    std::size_t staged = 0;  ///< the table and the maps, one copy a launch
-    std::size_t sums = 0;
-    std::size_t total = 0;
-  };
-
-  /// What the box path makes of `problem` on the device before it looks at the pointers: the
-  /// boxes of output positions (a search over their shapes), the GEMM (C padded to a panel,
-  /// positions in whole boxes), the splits, the workspace's layout, the two maps' shapes, and
-  /// `status`: not ok where the path cannot run the problem, whatever the pointers.
-  struct BoxGeometry {
-    Status status;
-    detail::PositionBoxes<NDim> boxes{};
-    detail::WeightExtents extents{};
-    int splits = 1;
-    BoxLayout layout;
-    gemm::TensorMapShape maps[2];  ///< dy's, x's (where status is ok)
-  };
-
-  /// The problem's geometry, made once per problem and device on this thread
-  /// (core/plan_cache.hpp): a call asks for it several times (workspace_size, the box status, the
-  /// launch), and a loop makes the same call again.
-  static BoxGeometry box_geometry(const Problem& problem) {
-    if (!may_run_boxes(problem)) return BoxGeometry{};
-    const DeviceInfo& device = current_device_info();
-    thread_local RecentPlans<detail::ConvPlanKey, BoxGeometry, 16> recent;
-    return recent.find_or_make(detail::conv_plan_key(device, problem), [&] { return make_box_geometry(problem); });
-  }
+  using Boxes = detail::WeightBoxPath<T, NDim, Cfg>;
+  using BoxGeometry = typename Boxes::Geometry;
+  static BoxGeometry box_geometry(const Problem& problem) { return Boxes::geometry(problem); }
 
   /// workspace_size of a checked problem whose box geometry is `geometry`.
   static std::size_t required_workspace(const Problem& problem, const BoxGeometry& geometry) {
-    const std::size_t boxes = may_run_boxes(problem) ? geometry.layout.total : 0;
+    const std::size_t boxes = Boxes::may_run(problem) ? geometry.layout.total : 0;
     if (problem.algorithm == Algorithm::kTmaBoxes) return boxes;
     const std::size_t other = channels_contiguous(problem) ? workspace_of<true>(problem) : workspace_of<false>(problem);
     return boxes > other ? boxes : other;
-  }
-
-  static BoxGeometry make_box_geometry(const Problem& problem) {
-    BoxGeometry g;
-    g.boxes = detail::weight_position_boxes(problem, kBoxRows);
-    g.extents = detail::weight_extents<NDim>(problem, detail::panel_channels<T>(problem.params.C));
-    g.extents.positions = g.boxes.tiles() * kBoxRows;
-    g.splits = with_box_config(problem, [&](auto config) { return splits_over<decltype(config)>(problem, g.extents); });
-    const int count = static_cast<int>(problem.params.G * g.splits);
-    g.layout.maps = gemm::grouped_tail_offset<BoxSubProblem>(count);  // where the box launch puts them
-    g.layout.staged = gemm::grouped_tail_workspace_bytes<BoxSubProblem>(count, kMapBytes);
-    g.layout.sums = round_up(g.layout.staged, std::size_t{256});
-    g.layout.total = g.splits == 1
-                         ? g.layout.staged
-                         : g.layout.sums + static_cast<std::size_t>(g.splits) *
-                                               static_cast<std::size_t>(problem.params.G * g.extents.m * g.extents.n) *
-                                               sizeof(float);
-    g.status = geometry_status(problem, g);
-    if (g.status.is_ok()) {
-      g.maps[0] = detail::dy_box_map(problem, static_cast<int>(sizeof(T)), g.boxes);
-      g.maps[1] = detail::x_box_map(problem, static_cast<int>(sizeof(T)), g.boxes);
-    }
-    return g;
-  }
-
-  /// Whether run() may take the box path for `problem` (before what the pointers and the device
-  /// allow): forced, or kAuto with fp16/bf16 or TF32 and contiguous channels.
-  static bool may_run_boxes(const Problem& problem) {
-    if (problem.algorithm == Algorithm::kTmaBoxes) return true;
-    return problem.algorithm == Algorithm::kAuto && (sizeof(T) == 2 || problem.allow_tf32) &&
-           channels_contiguous(problem);
   }
 
   /// Whether run() takes the box path: forced, or chosen by kAuto where it can run.
@@ -427,56 +289,9 @@ class BackwardWeight {
     bool boxes = false;
     return box_choice(problem, args, geometry, &boxes).is_ok() && boxes;
   }
-
-  /// One evaluation of box_status for a call: *boxes where the call takes the box path; not ok
-  /// (the reason) where it is forced and cannot run.
   static Status box_choice(const Problem& problem, const Args& args, const BoxGeometry& geometry, bool* boxes) {
-    return detail::choose_path(
-        may_run_boxes(problem), problem.algorithm == Algorithm::kTmaBoxes, [&] { return box_status(args, geometry); },
-        boxes);
+    return Boxes::choose(problem, args.x, args.dy, geometry, boxes);
   }
-
-  static constexpr const char* kNoBoxes = "algorithm tma_boxes cannot run: ";
-
-  /// ok where the box path runs the problem of `geometry` with these pointers here.
-  static Status box_status(const Args& args, const BoxGeometry& geometry) {
-    HIPGRAD_RETURN_IF_ERROR(geometry.status);
-    const char* b = gemm::tensor_map_blocker(geometry.maps[0], args.dy);
-    if (b == nullptr) b = gemm::tensor_map_blocker(geometry.maps[1], args.x);
-    return b == nullptr ? Status::ok() : Status::not_supported(kNoBoxes + std::string(b));
-  }
-
-  /// The part of box_status that the pointers do not enter.
-  static Status geometry_status(const Problem& problem, const BoxGeometry& g) {
-    const std::string no = kNoBoxes;
-    // What the problem allows first, so that every backend gives these reasons.
-    if (sizeof(T) == 4 && !problem.allow_tf32) {
-      return Status::not_supported(no + "exact fp32 has no box path (its products are TF32's)");
-    }
-    if (const char* b = detail::backward_weight_box_blocker(problem, static_cast<int>(sizeof(T)), g.boxes))
-      return Status::not_supported(no + b);
-    constexpr Index kLimit = (Index{1} << 31) - 1;
-    if (g.extents.positions > kLimit) return Status::not_supported(no + "the boxes' positions exceed 2^31 - 1");
-    if (g.extents.n > kLimit) return Status::not_supported(no + "filter taps times C (padded) exceed 2^31 - 1");
-    const Status splits = detail::check_split_sums(problem.params.G, g.splits, g.extents.m * g.extents.n);
-    if (!splits.is_ok()) return Status::not_supported(no + splits.message());
-    if (!kBoxTiles) return Status::not_supported(no + "its tiles are not 128-byte panels");
-    return with_box_config(problem, [&](auto config) {
-      if (const char* b = gemm::box_kernel_blocker<decltype(config), BoxA, BoxB>())
-        return Status::not_supported(no + b);
-      return Status::ok();
-    });
-  }
-
-  static Status run_boxes(const Problem& problem, const Args& args, const BoxGeometry& geometry, void* workspace,
-                          hipStream_t stream) {
-    return with_box_config(problem, [&](auto config) {
-      return run_boxes_in<decltype(config)>(problem, args, geometry, workspace, stream);
-    });
-  }
-  template <typename BoxCfg>
-  static Status run_boxes_in(const Problem& problem, const Args& args, const BoxGeometry& geometry, void* workspace,
-                             hipStream_t stream);
 };
 
 template <typename T, int NDim, typename Cfg>
@@ -499,7 +314,7 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
   HIPGRAD_RETURN_IF_ERROR(check_workspace(required_workspace(problem, geometry), workspace, workspace_bytes));
   bool boxes = false;
   HIPGRAD_RETURN_IF_ERROR(box_choice(problem, args, geometry, &boxes));
-  if (boxes) return run_boxes(problem, args, geometry, workspace, stream);
+  if (boxes) return Boxes::run(problem, args.x, args.dy, args.dw, geometry, workspace, stream);
   return channels_contiguous(problem) ? run_splits<true>(problem, args, workspace, workspace_bytes, stream)
                                       : run_splits<false>(problem, args, workspace, workspace_bytes, stream);
 }
@@ -524,37 +339,6 @@ Status BackwardWeight<T, NDim, Cfg>::run_splits(const Problem& problem, const Ar
   if (splits == 1) return Status::ok();
   return gemm::launch_split_k_reduction(split_sums, splits, detail::dw_store<T, NDim, kVectors>(problem, args.dw),
                                         stream);
-}
-
-template <typename T, int NDim, typename Cfg>
-template <typename BoxCfg>
-Status BackwardWeight<T, NDim, Cfg>::run_boxes_in(const Problem& problem, const Args& args, const BoxGeometry& geometry,
-                                                  void* workspace, hipStream_t stream) {
-  if constexpr (box_tiles_of<BoxCfg>()) {
-    using Plan = gemm::WgmmaPlan<BoxCfg, BoxA, BoxB>;
-    // A panel lands as kBoxRows rows of 128 bytes (MN-major; fp32's B is turned K-major in place).
-    constexpr int kPanelBytes = kBoxRows * detail::kTmaRowBytes;
-    static_assert(Plan::TileA::Layout::kPanelBytes == kPanelBytes, "one panel size");
-    static_assert(sizeof(gemm::TensorMap) == detail::kTensorMapBytes, "the workspace holds 128-byte tensor maps");
-    const int splits = geometry.splits;
-    const BoxLayout& l = geometry.layout;
-    auto* base = static_cast<unsigned char*>(workspace);
-    float* sums = splits > 1 ? reinterpret_cast<float*>(base + l.sums) : nullptr;
-    const detail::WeightBoxPlan<T, NDim> plan = detail::weight_box_plan<T, NDim>(
-        problem, geometry.boxes, args.dw, base + l.maps, BoxCfg::kBlockM, BoxCfg::kBlockN, kPanelBytes, splits, sums);
-    gemm::TensorMap maps[2];
-    HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[0], args.dy, &maps[0]));
-    HIPGRAD_RETURN_IF_ERROR(gemm::encode_tensor_map_shape<T>(plan.maps[1], args.x, &maps[1]));
-    HIPGRAD_RETURN_IF_ERROR(gemm::launch_grouped_box_gemm<BoxCfg>(plan.problems.data(),
-                                                                  static_cast<int>(plan.problems.size()), maps, 2,
-                                                                  workspace, l.staged, current_device_info(), stream));
-    if (splits == 1) return Status::ok();
-    return gemm::launch_split_k_reduction(
-        sums, splits, detail::dw_store<T, NDim>(problem, args.dw, detail::panel_channels<T>(problem.params.C)), stream);
-  } else {
-    (void)problem, (void)args, (void)geometry, (void)workspace, (void)stream;
-    return Status::not_supported("algorithm tma_boxes: tiles that are not 128-byte panels");
-  }
 }
 
 }  // namespace hipgrad::conv

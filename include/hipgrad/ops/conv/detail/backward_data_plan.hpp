@@ -9,6 +9,7 @@
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_operands.hpp"
+#include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
@@ -18,12 +19,6 @@ namespace hipgrad::conv::detail {
 template <typename T, int NDim, bool kVectors>
 using BackwardDataSubProblem =
     gemm::SubProblem<DyGather<T, NDim, kVectors>, WeightGather<T, NDim, kVectors>, DxScatter<T, NDim>>;
-
-/// Channels per tap in the GEMM's K: K, rounded up to a 16-byte vector where vectors run.
-template <typename T, bool kVectors>
-Index padded_channels(Index channels) {
-  return kVectors ? round_up(channels, static_cast<Index>(16 / sizeof(T))) : channels;
-}
 
 /// The phases of `problem` with dx positions.
 template <int NDim>

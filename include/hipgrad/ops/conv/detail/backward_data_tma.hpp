@@ -29,6 +29,7 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/core/vector_access.hpp"
+#include "hipgrad/ops/conv/detail/box_operands.hpp"
 #include "hipgrad/ops/conv/detail/position_boxes.hpp"
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
@@ -38,9 +39,6 @@
 #include "hipgrad/primitives/gemm/tma.hpp"
 
 namespace hipgrad::conv::detail {
-
-/// A K tile's channels: one 128-byte row of a 128-byte swizzled tile.
-inline constexpr int kTmaRowBytes = 128;
 
 /// Why tensor maps cannot read backward-data's dy and w (null where they can): channels
 /// contiguous (dy's k, w's c), dy within five dimensions, w's filter packed (its taps flatten
@@ -112,51 +110,6 @@ struct TmaTapCoordinates {
   }
 };
 
-/// PositionBoxes for the device: a tile's first grid point and a row's grid point by fast
-/// division, 32-bit (a sub-problem's tiles × rows fit an int: the grouped launch checks).
-template <int NDim>
-struct BoxGrid {
-  static constexpr int kDims = NDim + 1;
-  FastDivmod boxes[kDims];  ///< boxes per dimension (n, i_1, …)
-  FastDivmod shape[kDims];  ///< grid points of a box per dimension
-  int extent[kDims];
-
-  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void origin(int tile, int* first) const {
-    std::uint32_t rest = static_cast<std::uint32_t>(tile), quotient = 0, box = 0;
-    HIPGRAD_UNROLL
-    for (int d = kDims - 1; d >= 0; --d) {
-      boxes[d].divmod(rest, &quotient, &box);
-      first[d] = static_cast<int>(box * shape[d].divisor());
-      rest = quotient;
-    }
-  }
-
-  /// The grid point of row r of the box at `first`; false past the grid or the box's rows.
-  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE bool point(const int* first, int row, int* at) const {
-    std::uint32_t rest = static_cast<std::uint32_t>(row), quotient = 0, within = 0;
-    bool inside = true;
-    HIPGRAD_UNROLL
-    for (int d = kDims - 1; d >= 0; --d) {
-      shape[d].divmod(rest, &quotient, &within);
-      at[d] = first[d] + static_cast<int>(within);
-      inside = inside && at[d] < extent[d];
-      rest = quotient;
-    }
-    return inside && rest == 0;
-  }
-};
-
-template <int NDim>
-BoxGrid<NDim> box_grid(const PositionBoxes<NDim>& boxes) {
-  BoxGrid<NDim> g{};
-  for (int d = 0; d <= NDim; ++d) {
-    g.boxes[d] = FastDivmod(static_cast<std::uint32_t>(boxes.boxes[d]));
-    g.shape[d] = FastDivmod(static_cast<std::uint32_t>(boxes.shape[d]));
-    g.extent[d] = static_cast<int>(boxes.extent[d]);
-  }
-  return g;
-}
-
 /// The epilogue of a boxed sub-problem: its M is tiles × tile_rows, row m = tile·tile_rows + r is
 /// row r of the tile's box; element (m, c) goes to dx[n, c, first + i·s] where the row lies inside
 /// the phase's grid, converted once from the fp32 sum. Grouped launches do not split K.
@@ -202,33 +155,6 @@ struct BoxScatter {
       if (is_vector_aligned<T, kVector16<T>>(p)) return gemm::store_scaled_vector(p, accumulators, 1.0f);
     }
     for (int j = 0; j < gemm::kEpilogueVector; ++j) store(m, c + j, accumulators[j], split);
-  }
-};
-
-/// What every panel operand of the box producer shares (backward-data's w, backward-weight's dy
-/// and x): per K tile one box copy per 128-byte panel of the block's MN, panel_bytes apart in
-/// the stage, at the coordinates Derived::coordinates(mn_base, k_base, p, c) makes.
-template <typename Derived, typename T>
-struct PanelBoxes {
-  using Element = T;
-  static constexpr bool kKContiguous = false;
-  static constexpr int kPanelElements = kTmaRowBytes / static_cast<int>(sizeof(T));
-  const void* map;  ///< the operand's tensor map (gemm::TensorMap), in device memory
-  int panels;       ///< the block's 128-byte panels along MN
-  int panel_bytes;  ///< a panel's bytes in the stage
-  int mn_extent;
-  int k_extent;  ///< K tiles × bk
-
-  HIPGRAD_HOST_DEVICE int mn_size() const { return mn_extent; }
-  HIPGRAD_HOST_DEVICE int k_size() const { return k_extent; }
-  HIPGRAD_HOST_DEVICE int tile_bytes() const { return panels * panel_bytes; }
-  HIPGRAD_HOST_DEVICE int copies() const { return panels; }
-
-  HIPGRAD_DEVICE HIPGRAD_INLINE void load_copy(int p, char* tile, int mn_base, int k_base,
-                                               std::uint64_t* barrier) const {
-    int c[gemm::TensorMapShape::kMaxRank];
-    const int rank = static_cast<const Derived*>(this)->coordinates(mn_base, k_base, p, c);
-    gemm::tma_load_box(tile + p * panel_bytes, static_cast<const gemm::TensorMap*>(map), c, rank, barrier);
   }
 };
 
@@ -326,9 +252,6 @@ TmaTapCoordinates<NDim> tma_tap_coordinates(const Problem<NDim>& problem, const 
 
 template <typename T, int NDim>
 using BoxSubProblem = gemm::SubProblem<DyBoxes<T, NDim>, WBoxes<T, NDim>, BoxScatter<T, NDim>>;
-
-/// Bytes of a tensor map in device memory (CUtensorMap).
-inline constexpr int kTensorMapBytes = 128;
 
 /// The box path's launch: the maps' shapes (0: w's, then dy's, one per distinct box shape) and
 /// one sub-problem per group and phase, whose operands point at map i as maps_on_device + 128·i.

@@ -9,7 +9,7 @@
 
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/strides.hpp"
-#include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
+#include "hipgrad/ops/conv/detail/op_checks.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_operands.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
@@ -47,7 +47,9 @@ WeightExtents weight_extents(const Problem<NDim>& problem) {
 }
 
 /// Positions of each split but perhaps the last: ⌈R / splits⌉.
-inline Index positions_per_split(Index positions, int splits) { return ceil_div(positions, static_cast<Index>(splits)); }
+inline Index positions_per_split(Index positions, int splits) {
+  return ceil_div(positions, static_cast<Index>(splits));
+}
 
 /// Bytes of split sums written and read again that cost about as much time as one K tile of a
 /// work item: the model's exchange rate between the reduction's traffic and the GEMM.
@@ -110,8 +112,9 @@ DwStore<T, NDim> dw_store(const Problem<NDim>& problem, T* dw) {
 /// Every sub-problem of the launch, splits outermost, then groups. With splits > 1, split s of
 /// group g writes its fp32 sums to split_sums + (s·G + g)·K·N (rows of N = taps × Cp).
 template <typename T, int NDim, bool kVectors>
-std::vector<BackwardWeightSubProblem<T, NDim, kVectors>> backward_weight_sub_problems(
-    const Problem<NDim>& problem, const T* x, const T* dy, T* dw, int splits, float* split_sums) {
+std::vector<BackwardWeightSubProblem<T, NDim, kVectors>> backward_weight_sub_problems(const Problem<NDim>& problem,
+                                                                                      const T* x, const T* dy, T* dw,
+                                                                                      int splits, float* split_sums) {
   const ConvParams<NDim>& p = problem.params;
   const WeightExtents e = weight_extents<T, NDim, kVectors>(problem);
   const Index per_split = positions_per_split(e.positions, splits);

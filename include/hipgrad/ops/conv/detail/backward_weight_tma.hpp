@@ -35,7 +35,7 @@
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/strides.hpp"
-#include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
+#include "hipgrad/ops/conv/detail/box_operands.hpp"
 #include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
 #include "hipgrad/ops/conv/detail/position_boxes.hpp"
 #include "hipgrad/ops/conv/problem.hpp"

@@ -1,7 +1,8 @@
 /// @file op_checks.hpp
 /// @brief What the convolution ops check and ask of the tile GEMM alike: the arguments (the
 ///        problem, null pointers, TF32 on fp32 only, an output whose strides alias or that
-///        overlaps an input) and the GEMM request of the problem's types and algorithm.
+///        overlaps an input), the GEMM request of the problem's types and algorithm, and the channels a
+///        tap takes in the GEMM.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/memory_ranges.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
@@ -100,6 +102,13 @@ gemm::TileGemmRequest gemm_request(const Problem<NDim>& problem) {
   request.matrix_units = !std::is_same_v<T, float> || problem.allow_tf32;
   request.forced = forced_gemm_path(problem.algorithm);
   return request;
+}
+
+/// Channels per tap in either op's GEMM (backward-data's K, backward-weight's C): rounded up to a
+/// 16-byte vector where vectors run.
+template <typename T, bool kVectors>
+Index padded_channels(Index channels) {
+  return kVectors ? round_up(channels, static_cast<Index>(16 / sizeof(T))) : channels;
 }
 
 /// A call's choice of a path (the box path, the direct kernels) from one evaluation of
