@@ -139,4 +139,21 @@ void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::u
   expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
 }
 
+/// Op::Args of three far-apart, 16-byte-aligned pointers (inputs, then the output), never
+/// dereferenced: for the host-side checks and plans of an op.
+template <typename Args, typename T>
+Args far_apart_args() {
+  return Args{reinterpret_cast<const T*>(Index{1} << 40), reinterpret_cast<const T*>(Index{2} << 40),
+              reinterpret_cast<T*>(Index{3} << 40)};
+}
+
+/// What five rounds of `calls()` decompose and search (detail::conv_plan_counts on this thread).
+template <typename Calls>
+conv::detail::ConvPlanCounts plan_counts_over_five_rounds(Calls&& calls) {
+  const conv::detail::ConvPlanCounts before = conv::detail::conv_plan_counts();
+  for (int round = 0; round < 5; ++round) calls();
+  const conv::detail::ConvPlanCounts& after = conv::detail::conv_plan_counts();
+  return {after.phase_decompositions - before.phase_decompositions, after.box_searches - before.box_searches};
+}
+
 }  // namespace hipgrad::test

@@ -281,4 +281,21 @@ TEST(ConvBackwardDataProblem, CanImplementRejectsWithAReason) {
   EXPECT_GT(Fp32::workspace_size(fp32_boxes), Fp32::workspace_size(fp32_auto));
 }
 
+/// Calls on one problem, repeated as a training loop repeats them, decompose its stride phases
+/// once and search its phases' boxes once.
+TEST(ConvBackwardDataProblem, RepeatedCallsDecomposeAndSearchOnce) {
+  using Op = hipgrad::conv::BackwardData<hipgrad::half, 2>;
+  // Stride 2 (four phases), 40 channels (neither packed nor direct), sizes no other test takes.
+  const Problem<2> problem =
+      Problem<2>::packed(hipgrad::test::conv_params<2>(3, 5, 24, 40, {3, 3}, {27, 23}, {2, 2}, {1, 1}, {1, 1}, {1, 1}));
+  const auto args = hipgrad::test::far_apart_args<Op::Args, hipgrad::half>();
+  const auto counts = hipgrad::test::plan_counts_over_five_rounds([&] {
+    EXPECT_TRUE(Op::can_implement(problem, args).is_ok());
+    EXPECT_GT(Op::workspace_size(problem), 0u);
+    EXPECT_FALSE(Op::name(problem, args).empty());
+  });
+  EXPECT_EQ(counts.phase_decompositions, 1);
+  EXPECT_EQ(counts.box_searches, 1);  // kAuto weighs the box path for fp16
+}
+
 }  // namespace

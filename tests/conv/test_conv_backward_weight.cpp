@@ -267,4 +267,20 @@ TEST(ConvBackwardWeightProblem, CanImplementRejectsWithAReason) {
   EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
 }
 
+/// Calls on one problem, repeated as a training loop repeats them, make the box path's geometry
+/// (its box-shape search) once.
+TEST(ConvBackwardWeightProblem, RepeatedCallsSearchTheBoxesOnce) {
+  using Op = hipgrad::conv::BackwardWeight<hipgrad::half, 2>;
+  const Problem<2> problem =
+      Problem<2>::packed(hipgrad::test::conv_params<2>(3, 5, 24, 40, {3, 3}, {29, 21}, {2, 2}, {1, 1}, {1, 1}, {1, 1}));
+  const auto args = hipgrad::test::far_apart_args<Op::Args, hipgrad::half>();
+  const auto counts = hipgrad::test::plan_counts_over_five_rounds([&] {
+    EXPECT_TRUE(Op::can_implement(problem, args).is_ok());
+    EXPECT_GT(Op::workspace_size(problem), 0u);
+    EXPECT_GT(Op::splits_of(problem, args), 0);
+    EXPECT_FALSE(Op::name(problem, args).empty());
+  });
+  EXPECT_EQ(counts.box_searches, 1);
+}
+
 }  // namespace

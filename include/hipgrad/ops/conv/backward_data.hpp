@@ -307,8 +307,8 @@ class BackwardData {
       return Status::not_supported(no + "exact fp32 has no matrix path");
     if (const char* b = detail::backward_data_tma_blocker(problem, args.dy, args.w, sizeof(T)))
       return Status::not_supported(no + b);
-    for (const detail::Phase<NDim>& phase : detail::backward_data_phases(problem)) {
-      if (detail::box_tiles<NDim>(problem, phase, TileCfg::kBlockM).tiles() * TileCfg::kBlockM > (Index{1} << 31) - 1)
+    for (const detail::PositionBoxes<NDim>& boxes : detail::phase_boxes(problem, TileCfg::kBlockM)) {
+      if (boxes.tiles() * TileCfg::kBlockM > (Index{1} << 31) - 1)
         return Status::not_supported(no + "a phase's boxed rows exceed 2^31 - 1");
     }
     if (TileCfg::kBlockK * sizeof(T) != detail::kTmaRowBytes) {

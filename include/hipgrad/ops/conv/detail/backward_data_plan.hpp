@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "hipgrad/core/integer_math.hpp"
+#include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/ops/conv/detail/backward_data_operands.hpp"
 #include "hipgrad/ops/conv/detail/op_checks.hpp"
+#include "hipgrad/ops/conv/detail/plan_key.hpp"
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
@@ -20,11 +22,15 @@ template <typename T, int NDim, bool kVectors>
 using BackwardDataSubProblem =
     gemm::SubProblem<DyGather<T, NDim, kVectors>, WeightGather<T, NDim, kVectors>, DxScatter<T, NDim>>;
 
-/// The phases of `problem` with dx positions.
+/// The phases of `problem` with dx positions, decomposed once per convolution on this thread.
 template <int NDim>
 std::vector<Phase<NDim>> backward_data_phases(const Problem<NDim>& problem) {
-  const ConvParams<NDim>& p = problem.params;
-  return stride_phases<NDim>(p.input, p.filter, p.strides, p.dilations, p.left_pads);
+  thread_local RecentPlans<PlanKey<5 * NDim + 4>, std::vector<Phase<NDim>>, 8> recent;
+  return recent.find_or_make(phase_key(problem), [&] {
+    ++conv_plan_counts().phase_decompositions;
+    const ConvParams<NDim>& p = problem.params;
+    return stride_phases<NDim>(p.input, p.filter, p.strides, p.dilations, p.left_pads);
+  });
 }
 
 /// GEMM extents of one phase: M = N × Π count, K = Π taps × Kp (0 when a dimension has no tap).

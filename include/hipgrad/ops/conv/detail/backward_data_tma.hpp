@@ -27,8 +27,10 @@
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
+#include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/core/vector_access.hpp"
+#include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
 #include "hipgrad/ops/conv/detail/box_operands.hpp"
 #include "hipgrad/ops/conv/detail/position_boxes.hpp"
 #include "hipgrad/ops/conv/detail/stride_phases.hpp"
@@ -214,6 +216,22 @@ PositionBoxes<NDim> box_tiles(const Problem<NDim>& problem, const Phase<NDim>& p
   return position_boxes<NDim>(extent, rows);
 }
 
+/// The boxes of every phase of `problem` (backward_data_phases' order) for tiles of `rows` rows,
+/// searched once per convolution, N and tile on this thread.
+template <int NDim>
+std::vector<PositionBoxes<NDim>> phase_boxes(const Problem<NDim>& problem, int rows) {
+  PlanKey<5 * NDim + 4> key = phase_key(problem);
+  key.add(problem.params.N).add(rows);
+  thread_local RecentPlans<PlanKey<5 * NDim + 4>, std::vector<PositionBoxes<NDim>>, 8> recent;
+  return recent.find_or_make(key, [&] {
+    ++conv_plan_counts().box_searches;
+    std::vector<PositionBoxes<NDim>> boxes;
+    for (const Phase<NDim>& phase : backward_data_phases(problem))
+      boxes.push_back(box_tiles<NDim>(problem, phase, rows));
+    return boxes;
+  });
+}
+
 /// Whether two phases' boxes have one shape (then one dy map serves both).
 template <int NDim>
 bool same_box(const PositionBoxes<NDim>& x, const PositionBoxes<NDim>& y) {
@@ -273,13 +291,12 @@ BoxPlan<T, NDim> box_plan(const Problem<NDim>& problem, T* dx, const unsigned ch
                           int block_n, int panel_bytes) {
   constexpr int kBytes = static_cast<int>(sizeof(T));
   const ConvParams<NDim>& p = problem.params;
-  const std::vector<Phase<NDim>> phases = stride_phases<NDim>(p.input, p.filter, p.strides, p.dilations, p.left_pads);
+  const std::vector<Phase<NDim>> phases = backward_data_phases(problem);
   BoxPlan<T, NDim> plan;
   plan.maps.push_back(w_tensor_map(problem, kBytes));
-  std::vector<PositionBoxes<NDim>> boxes(phases.size());
+  const std::vector<PositionBoxes<NDim>> boxes = phase_boxes(problem, block_m);
   std::vector<std::size_t> map_of_phase(phases.size());
   for (std::size_t f = 0; f < phases.size(); ++f) {
-    boxes[f] = box_tiles<NDim>(problem, phases[f], block_m);
     std::size_t at = 0;
     while (at < f && !same_box(boxes[at], boxes[f])) ++at;
     if (at == f) {

@@ -141,6 +141,7 @@ struct WeightBoxPath {
   }
 
   static Geometry make_geometry(const Problem& problem) {
+    ++conv_plan_counts().box_searches;
     Geometry g;
     g.boxes = weight_position_boxes(problem, kBoxRows);
     g.extents = weight_extents<NDim>(problem, panel_channels<T>(problem.params.C));

@@ -32,4 +32,26 @@ ConvPlanKey conv_plan_key(const DeviceInfo& device, const Problem<NDim>& problem
   return key;
 }
 
+/// What the conv ops decomposed and searched on this thread: tests count that repeated calls on
+/// one problem reuse the first call's phases and boxes.
+struct ConvPlanCounts {
+  long long phase_decompositions = 0;  ///< backward-data's stride phases
+  long long box_searches = 0;          ///< backward-data's phase boxes, backward-weight's geometry
+};
+inline ConvPlanCounts& conv_plan_counts() {
+  thread_local ConvPlanCounts counts;
+  return counts;
+}
+
+/// The key of what the stride phases depend on: per dimension the input, filter, stride,
+/// dilation and left pad (two words to spare for what a caller adds).
+template <int NDim>
+PlanKey<5 * NDim + 4> phase_key(const Problem<NDim>& problem) {
+  const ConvParams<NDim>& p = problem.params;
+  PlanKey<5 * NDim + 4> key;
+  for (int d = 0; d < NDim; ++d)
+    key.add(p.input[d]).add(p.filter[d]).add(p.strides[d]).add(p.dilations[d]).add(p.left_pads[d]);
+  return key;
+}
+
 }  // namespace hipgrad::conv::detail
