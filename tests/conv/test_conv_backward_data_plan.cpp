@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "hipgrad/host/reference/conv.hpp"
-#include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
-#include "hipgrad/ops/conv/detail/plain_gemm.hpp"
+#include "hipgrad/ops/conv/backward_data/sub_problems.hpp"
+#include "hipgrad/ops/conv/common/plain_gemm.hpp"
 #include "conv/conv_test_problems.hpp"
 #include "reference/reference_test_util.hpp"
 

@@ -16,9 +16,9 @@
 
 #include "hipgrad/host/reference/conv.hpp"
 #include "hipgrad/host/tensor.hpp"
-#include "hipgrad/ops/conv/detail/backward_data_tma.hpp"
-#include "hipgrad/ops/conv/detail/position_boxes.hpp"
-#include "hipgrad/ops/conv/detail/stride_phases.hpp"
+#include "hipgrad/ops/conv/backward_data/boxes.hpp"
+#include "hipgrad/ops/conv/common/position_boxes.hpp"
+#include "hipgrad/ops/conv/backward_data/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "conv/conv_test_boxes.hpp"
 #include "reference/reference_test_util.hpp"

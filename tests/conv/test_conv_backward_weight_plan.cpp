@@ -15,7 +15,7 @@
 
 #include "conv/conv_test_problems.hpp"
 #include "hipgrad/host/reference/conv.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
+#include "hipgrad/ops/conv/backward_weight/sub_problems.hpp"
 #include "reference/reference_test_util.hpp"
 
 namespace {

@@ -18,7 +18,7 @@
 #include "conv/conv_test_boxes.hpp"
 #include "hipgrad/host/reference/conv.hpp"
 #include "hipgrad/host/tensor.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
+#include "hipgrad/ops/conv/backward_weight/boxes.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "reference/reference_test_util.hpp"
 

@@ -1,5 +1,5 @@
 /// @file test_conv_packed_groups.cpp
-/// @brief kAuto's block-diagonal packing of groups (ops/conv/detail/packed_groups.hpp). CPU: the
+/// @brief kAuto's block-diagonal packing of groups (ops/conv/common/packed_groups.hpp). CPU: the
 ///        rule's group count; the packed problem's activations are the same memory as the
 ///        problem's; the CPU reference of the packed problem, its weight spread by the kernels'
 ///        index map (zeros off the diagonal), gives the problem's dx, and its dw gathered back by
@@ -21,8 +21,8 @@
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/conv.hpp"
 #include "hipgrad/host/tensor.hpp"
-#include "hipgrad/ops/conv/detail/packed_groups.hpp"
-#include "hipgrad/ops/conv/detail/packed_groups_kernels.hpp"
+#include "hipgrad/ops/conv/common/packed_groups.hpp"
+#include "hipgrad/ops/conv/common/packed_groups_kernels.hpp"
 
 namespace {
 

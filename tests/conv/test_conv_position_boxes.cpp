@@ -13,8 +13,8 @@
 
 #include "hipgrad/host/reference/conv.hpp"
 #include "hipgrad/host/tensor.hpp"
-#include "hipgrad/ops/conv/detail/position_boxes.hpp"
-#include "hipgrad/ops/conv/detail/stride_phases.hpp"
+#include "hipgrad/ops/conv/common/position_boxes.hpp"
+#include "hipgrad/ops/conv/backward_data/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "reference/reference_test_util.hpp"
 

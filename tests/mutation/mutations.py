@@ -313,7 +313,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_first_tap_off_by_one",
         bug="conv backward-data: a phase's first tap one too far (the weights read at f0 + 1)",
-        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_data/sub_problems.hpp",
         old="b.walk.base += phase[d].first_tap * s[3 + d];",
         new="b.walk.base += (phase[d].first_tap + 1) * s[3 + d];",
         targets=CONV,
@@ -322,7 +322,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_phase_without_taps_unwritten",
         bug="conv backward-data: phases that meet no tap are left out (their dx never written)",
-        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_data/sub_problems.hpp",
         old="    for (const Phase<NDim>& phase : phases) {\n      TapWalk<NDim> walk{};",
         new="    for (const Phase<NDim>& phase : phases) {\n      if (phase_extents<NDim>(problem, phase).taps == 0) continue;\n      TapWalk<NDim> walk{};",
         targets=CONV,
@@ -331,7 +331,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_group_weight_offset",
         bug="conv backward-data: group g's weights read at g times w's K stride instead of its G stride",
-        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_data/sub_problems.hpp",
         old="b.data = w + g * s[0];",
         new="b.data = w + g * s[1];",
         targets=CONV,
@@ -340,7 +340,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_dilation_ignored",
         bug="conv backward-data: the first spatial dimension's dilation ignored in dy's positions",
-        file="include/hipgrad/ops/conv/detail/backward_data_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_data/sub_problems.hpp",
         old="a.tap_dilation[d] = static_cast<int>(phase[d].tap_dilation);",
         new="a.tap_dilation[d] = d == 0 ? 1 : static_cast<int>(phase[d].tap_dilation);",
         targets=CONV,
@@ -352,7 +352,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_boxes_first_tap_off_by_one",
         bug="conv backward-data, box path: w's box one tap too far (filter index first_tap + 1)",
-        file="include/hipgrad/ops/conv/detail/backward_data_tma.hpp",
+        file="include/hipgrad/ops/conv/backward_data/boxes.hpp",
         old="f += (first_tap[d] + j[d] * tap_step[d]) * filter_pitch[d];",
         new="f += (first_tap[d] + 1 + j[d] * tap_step[d]) * filter_pitch[d];",
         targets=CONV,
@@ -361,7 +361,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_boxes_dilation_ignored",
         bug="conv backward-data, box path: the first spatial dimension's dilation ignored in dy's boxes",
-        file="include/hipgrad/ops/conv/detail/backward_data_tma.hpp",
+        file="include/hipgrad/ops/conv/backward_data/boxes.hpp",
         old="t.tap_dilation[d] = static_cast<int>(phase[d].tap_dilation);",
         new="t.tap_dilation[d] = d == 0 ? 1 : static_cast<int>(phase[d].tap_dilation);",
         targets=CONV,
@@ -370,7 +370,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_boxes_group_dx_offset",
         bug="conv backward-data, box path: group g's dx written at g times dx's N stride instead of its G stride",
-        file="include/hipgrad/ops/conv/detail/backward_data_tma.hpp",
+        file="include/hipgrad/ops/conv/backward_data/boxes.hpp",
         old="Index first = g * s[0];",
         new="Index first = g * s[1];",
         targets=CONV,
@@ -383,7 +383,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_split_dropped",
         bug="conv backward-weight: the last split's sub-problems left out (its fp32 sums never written)",
-        file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/sub_problems.hpp",
         old="for (int split = 0; split < splits; ++split) {",
         new="for (int split = 0; split < (splits > 1 ? splits - 1 : 1); ++split) {",
         targets=CONV,
@@ -392,7 +392,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_sums_in_output_type",
         bug="conv backward-weight: each split's sum rounded to the data type before the reduction",
-        file="include/hipgrad/ops/conv/detail/backward_weight_operands.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/operands.hpp",
         old="static float split_sum(float accumulator) { return accumulator; }",
         new="static float split_sum(float accumulator) { return type_convert<float>(type_convert<T>(accumulator)); }",
         targets=CONV,
@@ -401,7 +401,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_group_dy_offset",
         bug="conv backward-weight: group g's dy read at g times dy's N stride instead of its G stride",
-        file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/sub_problems.hpp",
         old="a.data = dy + g * sy[0];",
         new="a.data = dy + g * sy[1];",
         targets=CONV,
@@ -410,7 +410,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_split_last_position_skipped",
         bug="conv backward-weight: every full split stops one output position short",
-        file="include/hipgrad/ops/conv/detail/backward_weight_plan.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/sub_problems.hpp",
         old="const Index count = e.positions - first < per_split ? e.positions - first : per_split;",
         new="const Index count = e.positions - first < per_split ? e.positions - first : per_split - 1;",
         targets=CONV,
@@ -421,7 +421,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_boxes_split_dropped",
         bug="conv backward-weight, box path: the last split's sub-problems left out",
-        file="include/hipgrad/ops/conv/detail/backward_weight_tma.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/boxes.hpp",
         old="for (int split = 0; split < splits; ++split) {",
         new="for (int split = 0; split < (splits > 1 ? splits - 1 : 1); ++split) {",
         targets=CONV,
@@ -430,7 +430,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_boxes_group_dy",
         bug="conv backward-weight, box path: every group reads group 0's dy",
-        file="include/hipgrad/ops/conv/detail/backward_weight_tma.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/boxes.hpp",
         old="int r = map_channels(dy_form, group, k0, c);",
         new="int r = map_channels(dy_form, 0, k0, c);",
         targets=CONV,
@@ -439,7 +439,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_boxes_split_last_box_skipped",
         bug="conv backward-weight, box path: every full split stops one box of positions short",
-        file="include/hipgrad/ops/conv/detail/backward_weight_tma.hpp",
+        file="include/hipgrad/ops/conv/backward_weight/boxes.hpp",
         old="const Index count = boxes.tiles() - first < per_split ? boxes.tiles() - first : per_split;",
         new="const Index count = boxes.tiles() - first < per_split ? boxes.tiles() - first : per_split - 1;",
         targets=CONV,
@@ -529,7 +529,7 @@ MUTATIONS = [
     dict(
         id="conv_packed_off_diagonal_kept",
         bug="conv packed groups: the packed weight keeps a block off the diagonal (the next group's taps)",
-        file="include/hipgrad/ops/conv/detail/packed_groups_kernels.hpp",
+        file="include/hipgrad/ops/conv/common/packed_groups_kernels.hpp",
         old="if (kk / p.k != block) return -1;",
         new="if (kk / p.k != block && kk / p.k != block + 1) return -1;",
         targets=CONV,
@@ -538,7 +538,7 @@ MUTATIONS = [
     dict(
         id="conv_packed_wrong_block_group",
         bug="conv packed groups: a diagonal block maps to the packed group's first group",
-        file="include/hipgrad/ops/conv/detail/packed_groups_kernels.hpp",
+        file="include/hipgrad/ops/conv/common/packed_groups_kernels.hpp",
         old="const std::int64_t g = (i / wide_k) * p.groups + block;",
         new="const std::int64_t g = (i / wide_k) * p.groups + (block > 1 ? block : 0);",
         targets=CONV,

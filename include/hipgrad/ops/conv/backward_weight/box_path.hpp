@@ -1,6 +1,6 @@
-/// @file backward_weight_box_path.hpp
+/// @file box_path.hpp
 /// @brief Host: backward-weight's box path (x and dy copied by TMA boxes of output positions:
-///        backward_weight_tma.hpp, gemm's box producer) — its tile configurations, its geometry
+///        boxes.hpp, gemm's box producer) — its tile configurations, its geometry
 ///        made once per problem and device, its checks and its launch; and the splits rule the
 ///        op's gather paths share.
 #pragma once
@@ -12,10 +12,10 @@
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/status.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_tma.hpp"
-#include "hipgrad/ops/conv/detail/op_checks.hpp"
-#include "hipgrad/ops/conv/detail/plan_key.hpp"
+#include "hipgrad/ops/conv/backward_weight/sub_problems.hpp"
+#include "hipgrad/ops/conv/backward_weight/boxes.hpp"
+#include "hipgrad/ops/conv/common/op_checks.hpp"
+#include "hipgrad/ops/conv/common/plan_key.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/box_producer.hpp"
 #include "hipgrad/primitives/gemm/tile_gemm.hpp"

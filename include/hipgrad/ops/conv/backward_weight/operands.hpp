@@ -1,4 +1,4 @@
-/// @file backward_weight_operands.hpp
+/// @file operands.hpp
 /// @brief The implicit GEMM of one group and one split of backward-weight, as operand loaders
 ///        and an epilogue of the tile GEMM (primitives/gemm/operand_loader.hpp):
 ///

@@ -1,4 +1,4 @@
-/// @file backward_data_operands.hpp
+/// @file operands.hpp
 /// @brief The implicit GEMM of one stride phase of one group of backward-data, as operand loaders
 ///        and an epilogue of the tile GEMM (primitives/gemm/operand_loader.hpp):
 ///

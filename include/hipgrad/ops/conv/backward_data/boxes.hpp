@@ -1,4 +1,4 @@
-/// @file backward_data_tma.hpp
+/// @file boxes.hpp
 /// @brief Backward-data's operands as tiled tensor maps, for a producer that loads each stage with
 ///        a few TMA copies instead of 16-byte gathers (box_producer.hpp; the maps, coordinates
 ///        and epilogue are also checked on the CPU, tests/conv/test_conv_backward_data_tma.cpp).
@@ -30,10 +30,10 @@
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/core/vector_access.hpp"
-#include "hipgrad/ops/conv/detail/backward_data_plan.hpp"
-#include "hipgrad/ops/conv/detail/box_operands.hpp"
-#include "hipgrad/ops/conv/detail/position_boxes.hpp"
-#include "hipgrad/ops/conv/detail/stride_phases.hpp"
+#include "hipgrad/ops/conv/backward_data/sub_problems.hpp"
+#include "hipgrad/ops/conv/common/box_operands.hpp"
+#include "hipgrad/ops/conv/common/position_boxes.hpp"
+#include "hipgrad/ops/conv/backward_data/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/epilogue.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"

@@ -8,7 +8,7 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
-#include "hipgrad/ops/conv/detail/position_boxes.hpp"
+#include "hipgrad/ops/conv/common/position_boxes.hpp"
 #include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
 #include "hipgrad/primitives/gemm/tma.hpp"
 

@@ -1,4 +1,4 @@
-/// @file backward_data_plan.hpp
+/// @file sub_problems.hpp
 /// @brief Backward-data as grouped GEMM sub-problems: one per group and stride phase with dx
 ///        positions (stride_phases.hpp), each a DyGather × WeightGather product stored by
 ///        DxScatter. Phases that meet no tap have K = 0: the launch writes their dx as zeros.
@@ -9,10 +9,10 @@
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/strides.hpp"
-#include "hipgrad/ops/conv/detail/backward_data_operands.hpp"
-#include "hipgrad/ops/conv/detail/op_checks.hpp"
-#include "hipgrad/ops/conv/detail/plan_key.hpp"
-#include "hipgrad/ops/conv/detail/stride_phases.hpp"
+#include "hipgrad/ops/conv/backward_data/operands.hpp"
+#include "hipgrad/ops/conv/common/op_checks.hpp"
+#include "hipgrad/ops/conv/common/plan_key.hpp"
+#include "hipgrad/ops/conv/backward_data/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 

@@ -1,6 +1,6 @@
-/// @file backward_weight_plan.hpp
+/// @file sub_problems.hpp
 /// @brief Backward-weight as grouped GEMM sub-problems: one per group and split of the output
-///        positions, each a DyRows × XPatches product stored by DwStore (backward_weight_operands.hpp).
+///        positions, each a DyRows × XPatches product stored by DwStore (operands.hpp).
 ///        One split writes dw directly; several write fp32 sums per split to the workspace,
 ///        which a reduction adds in split order and converts once.
 #pragma once
@@ -9,8 +9,8 @@
 
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/strides.hpp"
-#include "hipgrad/ops/conv/detail/op_checks.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_operands.hpp"
+#include "hipgrad/ops/conv/common/op_checks.hpp"
+#include "hipgrad/ops/conv/backward_weight/operands.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 

@@ -1,10 +1,10 @@
-/// @file backward_weight_tma.hpp
+/// @file boxes.hpp
 /// @brief Backward-weight's operands as tiled tensor maps, for the box producer
 ///        (primitives/gemm/box_producer.hpp): each stage is a few TMA copies instead of 16-byte
 ///        gathers (the maps, coordinates and plan are also checked on the CPU,
 ///        tests/conv/test_conv_backward_weight_tma.cpp).
 ///
-/// The GEMM of a group is backward_weight_operands.hpp's (M = K, N = taps × Cp, its K the output
+/// The GEMM of a group is operands.hpp's (M = K, N = taps × Cp, its K the output
 /// positions) with Cp = C rounded up to a 128-byte panel, and its K tiled by boxes of output
 /// positions: K tile t is box t of the grid (n, o_1, …, o_NDim) cut into boxes of exactly BK
 /// positions (weight_position_boxes), its rows in the box's order (o_last fastest). Both operands
@@ -35,9 +35,9 @@
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/strides.hpp"
-#include "hipgrad/ops/conv/detail/box_operands.hpp"
-#include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
-#include "hipgrad/ops/conv/detail/position_boxes.hpp"
+#include "hipgrad/ops/conv/common/box_operands.hpp"
+#include "hipgrad/ops/conv/backward_weight/sub_problems.hpp"
+#include "hipgrad/ops/conv/common/position_boxes.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/primitives/gemm/grouped_tiles.hpp"
 #include "hipgrad/primitives/gemm/tensor_map_shape.hpp"

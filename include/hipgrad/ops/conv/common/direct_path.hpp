@@ -8,8 +8,8 @@
 #include "hipgrad/core/device_info.hpp"
 #include "hipgrad/core/plan_cache.hpp"
 #include "hipgrad/core/status.hpp"
-#include "hipgrad/ops/conv/detail/op_checks.hpp"
-#include "hipgrad/ops/conv/detail/plan_key.hpp"
+#include "hipgrad/ops/conv/common/op_checks.hpp"
+#include "hipgrad/ops/conv/common/plan_key.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 
 namespace hipgrad::conv::detail {
