@@ -13,7 +13,8 @@
 ///
 /// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
 /// host_microseconds_per_call). Where it exceeds a call's GPU time the timed runs wait for the
-/// host, and "ms" is the host's time, not the kernels'.
+/// host, and "ms" is the host's time, not the kernels'. It adds "check_us" (can_implement: the
+/// plan and every check) and "refused_us" (a run() refused for a null output), per call.
 /// A forced algorithm that cannot run a line skips it with the reason (on stderr).
 /// --direct=window times the direct window kernels alone (direct::Kernels::kWindow) on the lines the
 /// ops run direct, through their plan and launcher: the A/B against the ops' plans, which take
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -142,6 +144,7 @@ struct DataGradient {
             hc::Problem<NDim>::element_space(p.input_lengths(), problem.input_strides)};
   }
   static typename Op::Args args(const T* dy, const T* w, T* dx) { return {dy, w, dx}; }
+  static T*& output(typename Op::Args& args) { return args.dx; }
   using DirectPlan = hc::direct::DataPlan<T, NDim>;
   static DirectPlan direct_plan(const hc::Problem<NDim>& problem, hc::direct::Kernels kernels) {
     return hc::direct::make_data_plan<T, NDim>(problem, kernels);
@@ -167,6 +170,7 @@ struct WeightGradient {
             hc::Problem<NDim>::element_space(p.weight_lengths(), problem.weight_strides)};
   }
   static typename Op::Args args(const T* x, const T* dy, T* dw) { return {x, dy, dw}; }
+  static T*& output(typename Op::Args& args) { return args.dw; }
   using DirectPlan = hc::direct::WeightPlan<T, NDim>;
   static DirectPlan direct_plan(const hc::Problem<NDim>& problem, hc::direct::Kernels kernels) {
     return hc::direct::make_weight_plan<T, NDim>(problem, hipgrad::current_device_info(), kernels);
@@ -178,6 +182,22 @@ struct WeightGradient {
     return hc::direct::launch_backward_weight(plan, a.x, a.dy, a.dw, static_cast<float*>(workspace), nullptr);
   }
 };
+
+/// Host microseconds per call of `call` (1,000 calls, median of 5 rounds), which launches
+/// nothing; 0 where a call does not answer as expected (returns false).
+template <typename Call>
+double host_only_microseconds(Call&& call) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> rounds;
+  for (int round = 0; round < 5; ++round) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < 1000; ++i)
+      if (!call()) return 0;
+    rounds.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / 1000);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2];
+}
 
 template <typename Gradient, typename T, int NDim>
 Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
@@ -222,10 +242,19 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
                       : Op::run(problem, args(copy), workspace.data(), workspace.bytes(), nullptr);
   };
   HIPGRAD_RETURN_IF_ERROR(hipgrad::bench::time_rotated(call, copies, repeats, &ms));
-  double host_us = 0, drain_us = 0;
-  if (g_host_us)
+  double host_us = 0, drain_us = 0, check_us = 0, refused_us = 0;
+  if (g_host_us) {
     HIPGRAD_RETURN_IF_ERROR(
         hipgrad::bench::host_microseconds_per_call([&] { return call(0); }, 50, &host_us, &drain_us));
+    // can_implement (the plan and every check, nothing launched), and a run() refused for a null
+    // output: what a call costs the host before any launch.
+    check_us = host_only_microseconds([&] { return Op::can_implement(problem, args(0)).is_ok(); });
+    refused_us = host_only_microseconds([&] {
+      auto refused = args(0);
+      Gradient::output(refused) = nullptr;
+      return !Op::run(problem, refused, workspace.data(), workspace.bytes(), nullptr).is_ok();
+    });
+  }
   // The case's bytes and FLOPs: a packed weight's zeros are not the problem's.
   const double weight_elements = static_cast<double>(elements[Gradient::kWeightIndex]) / g_pack_groups;
   const double bytes =
@@ -251,7 +280,7 @@ Status measure(const ConvCase& cc, const char* dtype, bool tf32, int repeats) {
       .add("ms", ms)
       .add("tflops", static_cast<double>(p.flops()) / g_pack_groups / (ms * 1e-3) / 1e12)
       .add("tbps", bytes / (ms * 1e-3) / 1e12);
-  if (g_host_us) line.add("host_us", host_us);
+  if (g_host_us) line.add("host_us", host_us).add("check_us", check_us).add("refused_us", refused_us);
   line.print();
   return Status::ok();
 }
