@@ -48,9 +48,9 @@
 #include "hipgrad/ops/conv/direct/launch.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
-#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+#include "hipgrad/gemm/device/grouped_launcher.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
+#include "hipgrad/gemm/config.hpp"
 
 namespace hipgrad::conv {
 

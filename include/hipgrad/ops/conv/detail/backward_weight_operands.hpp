@@ -22,8 +22,8 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/core/vector_access.hpp"
-#include "hipgrad/primitives/gemm/epilogue.hpp"
-#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/gemm/collective/epilogue.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
 
 namespace hipgrad::conv::detail {
 

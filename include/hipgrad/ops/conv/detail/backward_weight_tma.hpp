@@ -39,9 +39,9 @@
 #include "hipgrad/ops/conv/detail/backward_weight_plan.hpp"
 #include "hipgrad/ops/conv/detail/position_boxes.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
-#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
-#include "hipgrad/primitives/gemm/tma.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
+#include "hipgrad/gemm/device/tensor_map_shape.hpp"
+#include "hipgrad/gemm/device/tensor_map.hpp"
 
 namespace hipgrad::conv::detail {
 

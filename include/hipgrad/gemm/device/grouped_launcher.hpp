@@ -28,8 +28,8 @@
 #include "hipgrad/core/kernel_attributes.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
 
 namespace hipgrad::gemm {
 
