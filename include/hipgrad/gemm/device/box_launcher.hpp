@@ -20,6 +20,7 @@
 #include "hipgrad/gemm/arch/wgmma_atom.hpp"
 #include "hipgrad/gemm/collective/box_producer.hpp"
 #include "hipgrad/gemm/device/grouped_launcher.hpp"
+#include "hipgrad/gemm/device/launch_core.hpp"
 #include "hipgrad/gemm/device/tensor_map.hpp"
 #include "hipgrad/gemm/kernel/box_kernel.hpp"
 #include "hipgrad/gemm/kernel/grouped_tiles.hpp"
@@ -36,13 +37,9 @@ const char* box_kernel_blocker() {
   } else {
 #if defined(HIPGRAD_BACKEND_CUDA)
     const DeviceInfo& device = current_device_info();
-    if (!device.known || !device_runs_wgmma(device.device))
-      return "the code loaded for this device was not compiled for sm_90a";
+    if (!device.known || !device_runs_wgmma(device.device)) return detail::warp_specialised_blocker(0, device);
     if (detail::tensor_map_encoder() == nullptr) return "the driver has no tensor maps";
-    if (static_cast<std::size_t>(box_kernel_shared_bytes<Cfg, OperandA, OperandB>()) > device.shared_per_block_opt_in) {
-      return "more shared memory per block than the device allows";
-    }
-    return nullptr;
+    return detail::shared_memory_blocker(box_kernel_shared_bytes<Cfg, OperandA, OperandB>(), device);
 #else
     return "TMA exists in CUDA builds only";
 #endif
@@ -64,12 +61,8 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     (void)problems, (void)count, (void)maps, (void)map_count, (void)workspace, (void)bytes, (void)device, (void)stream;
     return Status::not_supported("the TMA kernel does not run this configuration in these layouts");
   } else {
-    if (!device_runs_wgmma(device.device))
-      return Status::not_supported("the code loaded for this device was not compiled for sm_90a");
     const int shared = box_kernel_shared_bytes<Cfg, OperandA, OperandB>();
-    if (static_cast<std::size_t>(shared) > device.shared_per_block_opt_in) {
-      return Status::not_supported("the configuration needs more shared memory per block than the device allows");
-    }
+    if (const char* blocker = detail::warp_specialised_blocker(shared, device)) return Status::not_supported(blocker);
     const std::size_t map_bytes = static_cast<std::size_t>(map_count) * sizeof(CUtensorMap);
     HIPGRAD_RETURN_IF_ERROR(check_workspace(grouped_tail_workspace_bytes<Problem>(count, map_bytes), workspace, bytes));
     std::vector<GroupedExtent> extents(static_cast<std::size_t>(count));
@@ -81,12 +74,9 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     GroupedProblems<OperandA, OperandB, Epilogue> staged{};
     HIPGRAD_RETURN_IF_ERROR(
         stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps, map_bytes));
-    const auto kernel = grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>;
-    HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(shared)));
-    const long long blocks = starts.back() < device.multiprocessors ? starts.back() : device.multiprocessors;
-    kernel<<<static_cast<unsigned>(blocks), tma_kernel_threads<Cfg>(), shared, stream>>>(staged);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_box_tile_gemm");
-    return Status::ok();
+    return detail::launch_tile_kernel(grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>, "grouped_box_tile_gemm",
+                                      dim3(detail::persistent_blocks(starts.back(), device)),
+                                      tma_kernel_threads<Cfg>(), shared, stream, staged);
   }
 }
 

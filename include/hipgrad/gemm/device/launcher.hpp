@@ -40,6 +40,8 @@
 #include "hipgrad/gemm/collective/epilogue.hpp"
 #include "hipgrad/gemm/collective/wgmma_mainloop.hpp"
 #include "hipgrad/gemm/config.hpp"
+#include "hipgrad/gemm/device/launch_core.hpp"
+#include "hipgrad/gemm/device/path_rules.hpp"
 #include "hipgrad/gemm/device/tensor_map.hpp"
 #include "hipgrad/gemm/kernel/matrix_kernel.hpp"
 #include "hipgrad/gemm/kernel/reduce_split_k.hpp"
@@ -47,34 +49,6 @@
 #include "hipgrad/gemm/kernel/warp_specialised_kernel.hpp"
 
 namespace hipgrad::gemm {
-
-template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
-class GroupedGemmLauncher;
-
-/// The mainloops a launch can take.
-enum class Path {
-  kTma,     ///< the warp-specialised, persistent TMA kernel (sm_90a)
-  kGather,  ///< the same kernel with a cp.async producer for any loader (sm_90a)
-  kMatrix,  ///< the cp.async matrix mainloops: wgmma (sm_90a), mma.sync (sm_80+), MFMA (gfx90a/gfx94x)
-  kSimt,    ///< the FMA mainloop (any device)
-};
-
-inline const char* path_name(Path path) {
-  switch (path) {
-    case Path::kTma: return "tma";
-    case Path::kGather: return "gather";
-    case Path::kMatrix: return "matrix";
-    case Path::kSimt: return "simt";
-  }
-  return "unknown";
-}
-
-/// What the caller asks of a launch.
-struct TileGemmRequest {
-  int split_k = 1;             ///< K slices asked for (fewer run when K has fewer tiles)
-  bool matrix_units = true;    ///< the data may run on matrix units (false for exact fp32)
-  std::optional<Path> forced;  ///< empty: the launcher's choice (TMA, gather, matrix, SIMT)
-};
 
 /// One launch, planned once per call.
 struct TileGemmPlan {
@@ -108,47 +82,6 @@ std::string tile_gemm_kernel_name(const TileGemmPlan& plan) {
   return "simt_" + SimtConfig::name();
 }
 
-namespace detail {
-
-/// Output tiles and the K split of one path's block tile.
-struct Tiling {
-  long long tiles;
-  int k_tiles_per_split;
-  int splits;
-};
-
-inline Tiling tiling(int m, int n, int k, int block_m, int block_n, int block_k, int split_k) {
-  const long long tiles = static_cast<long long>(ceil_div(m, block_m)) * ceil_div(n, block_n);
-  const int k_tiles = k > 0 ? ceil_div(k, block_k) : 1;
-  const int asked = split_k < 1 ? 1 : split_k < k_tiles ? split_k : k_tiles;
-  const int per_split = ceil_div(k_tiles, asked);
-  return {tiles, per_split, ceil_div(k_tiles, per_split)};
-}
-
-/// Why a grid of `tiles` × `splits` blocks cannot be launched (null when it can).
-inline const char* grid_blocker(const Tiling& t) {
-  if (t.tiles > INT_MAX) return "more than 2^31 - 1 output tiles";
-  if (t.splits > 65535) return "more than 65535 K splits (the grid's z limit)";
-  return nullptr;
-}
-
-}  // namespace detail
-
-/// Adds `splits` fp32 partials per element of `epilogue` ([split][m][n], m_size × n_size each) in
-/// split order and stores each sum through `epilogue` (whose own partials are null), after the
-/// grid before it on `stream` (a dependent launch): a grid-stride pass over the outputs, capped
-/// so that small blocks do not outnumber the work.
-template <typename Epilogue>
-Status launch_split_k_reduction(const float* partials, int splits, const Epilogue& epilogue, hipStream_t stream) {
-  constexpr Index kThreads = 256, kMaxBlocks = 4096;
-  const Index elements = static_cast<Index>(epilogue.m_size) * epilogue.n_size;
-  if (elements == 0) return Status::ok();
-  const Index blocks = ceil_div(elements, kThreads) < kMaxBlocks ? ceil_div(elements, kThreads) : kMaxBlocks;
-  return status_from_hip(launch_dependent(reduce_split_k<Epilogue>, static_cast<unsigned>(blocks),
-                                          static_cast<unsigned>(kThreads), 0, stream, partials, splits, epilogue),
-                         "launch of reduce_split_k", __FILE__, __LINE__);
-}
-
 /// Plans and launches the tile GEMM of Config Cfg (the matrix mainloops' tiles; SIMT has its
 /// own) on operands LoaderA (M × K) and LoaderB (N × K) with Epilogue.
 template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
@@ -165,12 +98,12 @@ class TileGemmLauncher {
     TileGemmPlan planned;
     if (request.forced) {
       planned.path = *request.forced;
-      if (const char* blocker = blocker_of(planned.path, a, b, request, device)) {
+      if (const char* blocker = Rules::blocker_of(planned.path, a, b, request, device)) {
         planned.status =
             Status::not_supported(std::string("algorithm ") + path_name(planned.path) + " cannot run: " + blocker);
       }
     } else {
-      planned.path = choose(a, b, request, device, &planned.status);
+      planned.path = Rules::choose(a, b, request, device, &planned.status);
     }
     fill_launch(planned, a, b, request, device);
     return planned;
@@ -194,7 +127,7 @@ class TileGemmLauncher {
     switch (plan.path) {
       case Path::kTma:
 #if defined(HIPGRAD_BACKEND_CUDA)
-        if constexpr (kTmaKernel) {
+        if constexpr (Rules::kTmaKernel) {
           return kernel_resources(
               warp_specialised_tile_gemm<Cfg, StageProducer::kTma, typename TmaOperandOf<LoaderA>::type,
                                          typename TmaOperandOf<LoaderB>::type, Epilogue>);
@@ -214,148 +147,27 @@ class TileGemmLauncher {
   }
 
  private:
-  // The grouped launcher applies the same path rules to each of its sub-problems.
-  template <typename, typename, typename, typename>
-  friend class GroupedGemmLauncher;
-
-  static constexpr int kChunkElements = 16 / static_cast<int>(sizeof(T));
-  static constexpr bool kWgmmaConfig = WgmmaPlan<Cfg, LoaderA, LoaderB>::kSupported;
-
-  static constexpr bool tma_kernel_runs_config() {
-    if constexpr (TmaOperandOf<LoaderA>::kAvailable && TmaOperandOf<LoaderB>::kAvailable) {
-      return tma_kernel_supported<Cfg, typename TmaOperandOf<LoaderA>::type, typename TmaOperandOf<LoaderB>::type>();
-    } else {
-      return false;
-    }
-  }
-  static constexpr bool kTmaKernel = tma_kernel_runs_config();
-  static constexpr bool kGatherKernel = gather_kernel_supported<Cfg, LoaderA, LoaderB>();
-
-  static detail::Tiling tiling_of(Path path, const LoaderA& a, const LoaderB& b, int split_k) {
-    const int m = a.mn_size(), n = b.mn_size(), k = a.k_size();
-    if (path == Path::kSimt) {
-      return detail::tiling(m, n, k, SimtConfig::kBlockM, SimtConfig::kBlockN, SimtConfig::kBlockK, split_k);
-    }
-    return detail::tiling(m, n, k, Cfg::kBlockM, Cfg::kBlockN, Cfg::kBlockK, split_k);
-  }
-
-  /// Why the cp.async matrix mainloops cannot run (null when they can).
-  static const char* matrix_blocker(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
-                                    const DeviceInfo& device) {
-    if (!request.matrix_units) return "exact fp32 runs on the FMA units only (the matrix paths need allow_tf32)";
-    if (!a.vectors_aligned(kChunkElements) || !b.vectors_aligned(kChunkElements)) {
-      return "A and B must be 16-byte aligned for the matrix paths' 16-byte copies (pointers, and leading "
-             "dimensions a multiple of 16 bytes)";
-    }
-    if (!device.known) return "no GPU answered (the matrix paths need a device with matrix atoms)";
-    if (!device_has_matrix_atoms(device.device)) {
-      return "the device has no matrix atoms (NVIDIA sm_80 or newer, AMD gfx90a or gfx94x)";
-    }
-    if (static_cast<std::size_t>(Cfg::template shared_bytes<T>()) > device.shared_per_block_opt_in) {
-      return "the configuration needs more shared memory per block than the device allows";
-    }
-    return detail::grid_blocker(tiling_of(Path::kMatrix, a, b, request.split_k));
-  }
-
-  static constexpr int warp_specialised_shared_bytes(Path path) {
-    if constexpr (kGatherKernel) {
-      if (path == Path::kGather) return gather_kernel_shared_bytes<Cfg, LoaderA, LoaderB>();
-    }
-    return tma_kernel_shared_bytes<Cfg, T>();
-  }
-
-  /// What both producers of the warp-specialised kernel need once its loaders and configuration
-  /// suit it: code for sm_90a, its shared memory, and a persistent walk of at most 2^31 − 1 work
-  /// items (null when it runs).
-  static const char* warp_specialised_blocker(Path path, const LoaderA& a, const LoaderB& b,
-                                              const TileGemmRequest& request, const DeviceInfo& device) {
-    if (!device_runs_wgmma(device.device)) return "the code loaded for this device was not compiled for sm_90a";
-    if (static_cast<std::size_t>(warp_specialised_shared_bytes(path)) > device.shared_per_block_opt_in) {
-      return "the configuration needs more shared memory per block than the device allows";
-    }
-    const detail::Tiling t = tiling_of(path, a, b, request.split_k);
-    if (t.tiles * t.splits > INT_MAX) return "more than 2^31 - 1 work items (output tiles times K splits)";
-    return nullptr;
-  }
-
-  /// Why the TMA kernel cannot run (null when it can).
-  static const char* tma_blocker(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
-                                 const DeviceInfo& device) {
-#if defined(HIPGRAD_BACKEND_CUDA)
-    if (const char* blocker = matrix_blocker(a, b, request, device)) return blocker;
-    if constexpr (!TmaOperandOf<LoaderA>::kAvailable || !TmaOperandOf<LoaderB>::kAvailable) {
-      return "the operand loaders have no tensor maps (only dense operands do)";
-    } else if constexpr (!kTmaKernel) {
-      return "the TMA kernel does not run this configuration in these layouts (wgmma-readable tiles, at most two "
-             "consumer warpgroups)";
-    } else {
-      if (detail::tensor_map_encoder() == nullptr) return "the driver has no cuTensorMapEncodeTiled";
-      if (const char* blocker = tma_operand_blocker(a)) return blocker;
-      if (const char* blocker = tma_operand_blocker(b)) return blocker;
-      return warp_specialised_blocker(Path::kTma, a, b, request, device);
-    }
-#else
-    (void)a, (void)b, (void)request, (void)device;
-    return "the TMA kernel exists in CUDA builds only";
-#endif
-  }
-
-  /// Why the gather kernel cannot run (null when it can).
-  static const char* gather_blocker(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
-                                    const DeviceInfo& device) {
-#if defined(HIPGRAD_BACKEND_CUDA)
-    if (const char* blocker = matrix_blocker(a, b, request, device)) return blocker;
-    if constexpr (!kGatherKernel) {
-      return "the gather kernel does not run this configuration in these layouts (wgmma-readable tiles, at most two "
-             "consumer warpgroups)";
-    } else {
-      return warp_specialised_blocker(Path::kGather, a, b, request, device);
-    }
-#else
-    (void)a, (void)b, (void)request, (void)device;
-    return "the gather kernel exists in CUDA builds only";
-#endif
-  }
-
-  static const char* blocker_of(Path path, const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
-                                const DeviceInfo& device) {
-    if (path == Path::kTma) return tma_blocker(a, b, request, device);
-    if (path == Path::kGather) return gather_blocker(a, b, request, device);
-    if (path == Path::kMatrix) return matrix_blocker(a, b, request, device);
-    return detail::grid_blocker(tiling_of(Path::kSimt, a, b, request.split_k));
-  }
-
-  /// The first path that runs; SIMT always does unless the grid is too large (then *status says so).
-  static Path choose(const LoaderA& a, const LoaderB& b, const TileGemmRequest& request, const DeviceInfo& device,
-                     Status* status) {
-    // The gather kernel before the matrix kernels: its producer warpgroup keeps the consumers'
-    // wgmma stream going, which the matrix mainloop's per-tile block barriers stop.
-    if (tma_blocker(a, b, request, device) == nullptr) return Path::kTma;
-    if (gather_blocker(a, b, request, device) == nullptr) return Path::kGather;
-    if (matrix_blocker(a, b, request, device) == nullptr) return Path::kMatrix;
-    if (const char* blocker = blocker_of(Path::kSimt, a, b, request, device)) *status = Status::not_supported(blocker);
-    return Path::kSimt;
-  }
+  using Rules = detail::PathRules<Cfg, LoaderA, LoaderB>;
 
   static void fill_launch(TileGemmPlan& plan, const LoaderA& a, const LoaderB& b, const TileGemmRequest& request,
                           const DeviceInfo& device) {
-    const detail::Tiling t = tiling_of(plan.path, a, b, request.split_k);
+    const detail::Tiling t = Rules::tiling_of(plan.path, a, b, request.split_k);
     plan.splits = t.splits;
     plan.k_tiles_per_split = t.k_tiles_per_split;
     const long long items = t.tiles * t.splits;
     switch (plan.path) {
       case Path::kTma:
       case Path::kGather:
-        plan.blocks = static_cast<unsigned>(items < device.multiprocessors ? items : device.multiprocessors);
+        plan.blocks = detail::persistent_blocks(items, device);
         plan.threads = tma_kernel_threads<Cfg>();
-        plan.shared_bytes = warp_specialised_shared_bytes(plan.path);
+        plan.shared_bytes = Rules::warp_specialised_shared_bytes(plan.path);
         plan.wgmma = true;
         break;
       case Path::kMatrix:
         plan.blocks = static_cast<unsigned>(t.tiles);
         plan.threads = matrix_kernel_threads<Cfg>();
         plan.shared_bytes = Cfg::template shared_bytes<T>();
-        plan.wgmma = kWgmmaConfig && device.known && device_runs_wgmma(device.device);
+        plan.wgmma = Rules::kWgmmaConfig && device.known && device_runs_wgmma(device.device);
         break;
       case Path::kSimt:
         plan.blocks = static_cast<unsigned>(t.tiles);
@@ -379,19 +191,17 @@ class TileGemmLauncher {
   static Status launch_tma(const TileGemmPlan& plan, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
                            hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
-    if constexpr (kTmaKernel) {
+    if constexpr (Rules::kTmaKernel) {
       using Tiles = WgmmaPlan<Cfg, LoaderA, LoaderB>;
       typename TmaOperandOf<LoaderA>::type ta;
       typename TmaOperandOf<LoaderB>::type tb;
       HIPGRAD_RETURN_IF_ERROR(make_tma_operand<typename Tiles::TileA>(ta, a));
       HIPGRAD_RETURN_IF_ERROR(make_tma_operand<typename Tiles::TileB>(tb, b));
-      const auto kernel = warp_specialised_tile_gemm<Cfg, StageProducer::kTma, typename TmaOperandOf<LoaderA>::type,
-                                                     typename TmaOperandOf<LoaderB>::type, Epilogue>;
-      HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
-      kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(ta, tb, epilogue, plan.k_tiles_per_split,
-                                                                       plan.splits);
-      HIPGRAD_RETURN_IF_LAUNCH_ERROR("warp_specialised_tile_gemm (TMA)");
-      return Status::ok();
+      return detail::launch_tile_kernel(
+          warp_specialised_tile_gemm<Cfg, StageProducer::kTma, typename TmaOperandOf<LoaderA>::type,
+                                     typename TmaOperandOf<LoaderB>::type, Epilogue>,
+          "warp_specialised_tile_gemm (TMA)", dim3(plan.blocks), plan.threads, plan.shared_bytes, stream, ta, tb,
+          epilogue, plan.k_tiles_per_split, plan.splits);
     } else {
       (void)plan, (void)a, (void)b, (void)epilogue, (void)stream;
       return Status::not_supported("the TMA kernel does not run these operands");
@@ -405,12 +215,9 @@ class TileGemmLauncher {
   static Status launch_gather(const TileGemmPlan& plan, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
                               hipStream_t stream) {
 #if defined(HIPGRAD_BACKEND_CUDA)
-    const auto kernel = warp_specialised_tile_gemm<Cfg, StageProducer::kGather, LoaderA, LoaderB, Epilogue>;
-    HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
-    kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(a, b, epilogue, plan.k_tiles_per_split,
-                                                                     plan.splits);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("warp_specialised_tile_gemm (gather)");
-    return Status::ok();
+    return detail::launch_tile_kernel(warp_specialised_tile_gemm<Cfg, StageProducer::kGather, LoaderA, LoaderB, Epilogue>,
+                                      "warp_specialised_tile_gemm (gather)", dim3(plan.blocks), plan.threads,
+                                      plan.shared_bytes, stream, a, b, epilogue, plan.k_tiles_per_split, plan.splits);
 #else
     (void)plan, (void)a, (void)b, (void)epilogue, (void)stream;
     return Status::not_supported("the gather kernel exists in CUDA builds only");
@@ -419,21 +226,16 @@ class TileGemmLauncher {
 
   static Status launch_matrix(const TileGemmPlan& plan, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
                               hipStream_t stream) {
-    const auto kernel = mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>;
-    HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
-    const dim3 grid(plan.blocks, 1, static_cast<unsigned>(plan.splits));
-    kernel<<<grid, plan.threads, plan.shared_bytes, stream>>>(a, b, epilogue, plan.k_tiles_per_split);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("mma_tile_gemm");
-    return Status::ok();
+    return detail::launch_tile_kernel(mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>, "mma_tile_gemm",
+                                      dim3(plan.blocks, 1, static_cast<unsigned>(plan.splits)), plan.threads,
+                                      plan.shared_bytes, stream, a, b, epilogue, plan.k_tiles_per_split);
   }
 
   static Status launch_simt(const TileGemmPlan& plan, const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
                             hipStream_t stream) {
-    const dim3 grid(plan.blocks, 1, static_cast<unsigned>(plan.splits));
-    simt_tile_gemm<<<grid, SimtConfig::kThreads, 0, stream>>>(a, b, epilogue, plan.k_tiles_per_split,
-                                                              plan.simt_vectors);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("simt_tile_gemm");
-    return Status::ok();
+    return detail::launch_tile_kernel(simt_tile_gemm<LoaderA, LoaderB, Epilogue>, "simt_tile_gemm",
+                                      dim3(plan.blocks, 1, static_cast<unsigned>(plan.splits)), SimtConfig::kThreads,
+                                      0, stream, a, b, epilogue, plan.k_tiles_per_split, plan.simt_vectors);
   }
 
   static Status launch_reduction(const TileGemmPlan& plan, const Epilogue& epilogue, const float* partials,
