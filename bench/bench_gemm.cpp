@@ -29,7 +29,7 @@
 #include "hipgrad/host/gpu_detect.hpp"
 #include "hipgrad/host/timer.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
-#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
+#include "hipgrad/gemm/device/grouped_launcher.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/host/tensor.hpp"
-#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
+#include "hipgrad/gemm/device/tensor_map_shape.hpp"
 #include "reference/reference_test_util.hpp"
 
 namespace hipgrad::test {

@@ -30,7 +30,7 @@
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/gemm.hpp"
 #include "hipgrad/ops/gemm/gemm.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include "hipgrad/host/device_buffer.hpp"
 #include "hipgrad/host/fill.hpp"
 #include "hipgrad/host/reference/gemm.hpp"
-#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
+#include "hipgrad/gemm/device/grouped_launcher.hpp"
 
 namespace {
 

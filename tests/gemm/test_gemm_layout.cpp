@@ -21,13 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "hipgrad/primitives/gemm/gather_mainloop.hpp"
-#include "hipgrad/primitives/gemm/mma_atom.hpp"
-#include "hipgrad/primitives/gemm/operand_loader.hpp"
-#include "hipgrad/primitives/gemm/panel_transpose.hpp"
-#include "hipgrad/primitives/gemm/smem_layout.hpp"
-#include "hipgrad/primitives/gemm/tile_gemm.hpp"
-#include "hipgrad/primitives/gemm/wgmma_atom.hpp"
+#include "hipgrad/gemm/arch/mma_atom.hpp"
+#include "hipgrad/gemm/arch/panel_transpose.hpp"
+#include "hipgrad/gemm/arch/smem_layout.hpp"
+#include "hipgrad/gemm/arch/wgmma_atom.hpp"
+#include "hipgrad/gemm/collective/gather_producer.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
+#include "hipgrad/gemm/config.hpp"
+#include "hipgrad/gemm/kernel/tile_scheduler.hpp"
 
 namespace {
 

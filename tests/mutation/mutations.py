@@ -50,7 +50,7 @@ MUTATIONS = [
     dict(
         id="gemm_epilogue_ldc_columns",
         bug="GEMM epilogue bounds-checks n against the leading dimension of C instead of N",
-        file="include/hipgrad/primitives/gemm/epilogue.hpp",
+        file="include/hipgrad/gemm/collective/epilogue.hpp",
         old="if (m >= m_size || n >= n_size) return;",
         new="if (m >= m_size || n >= (stride_m > stride_n ? stride_m : stride_n)) return;",
         targets=GEMM,
@@ -62,7 +62,7 @@ MUTATIONS = [
     dict(
         id="gemm_splitk_skips_last_split",
         bug="GEMM split-K reduction adds splits 0..S-2 and skips the last split's partial",
-        file="include/hipgrad/primitives/gemm/epilogue.hpp",
+        file="include/hipgrad/gemm/kernel/reduce_split_k.hpp",
         old="for (int s = 0; s < splits; ++s) sum += partials[s * elements + i];",
         new="for (int s = 0; s < splits - 1; ++s) sum += partials[s * elements + i];",
         targets=GEMM,
@@ -76,7 +76,7 @@ MUTATIONS = [
     dict(
         id="gemm_loader_k_off_by_one",
         bug="GEMM operand loader reads element k+1 for k (both operands shifted by one along K)",
-        file="include/hipgrad/primitives/gemm/operand_loader.hpp",
+        file="include/hipgrad/gemm/collective/operand_loader.hpp",
         old="const int outer = kKContiguous ? mn : k, inner = kKContiguous ? k : mn;",
         new="const int outer = kKContiguous ? mn : k + 1, inner = kKContiguous ? k + 1 : mn;",
         targets=GEMM,
@@ -88,7 +88,7 @@ MUTATIONS = [
     dict(
         id="gemm_loader_split_k_off_by_one",
         bug="GEMM operand loader's k state (the gather producer's) names element k+1 for k",
-        file="include/hipgrad/primitives/gemm/operand_loader.hpp",
+        file="include/hipgrad/gemm/collective/operand_loader.hpp",
         old="KState k_state(int k) const { return state<!kKContiguous>(k); }",
         new="KState k_state(int k) const { return state<!kKContiguous>(k + 1); }",
         targets=GEMM,
@@ -102,9 +102,9 @@ MUTATIONS = [
     dict(
         id="gemm_tma_k_off_by_one",
         bug="GEMM TMA producer loads the K tiles of A and B one element too far along K",
-        file="include/hipgrad/primitives/gemm/tma_mainloop.hpp",
-        old="visit(a, b, s, pass, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);",
-        new="visit(a, b, s, pass, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK + 1);",
+        file="include/hipgrad/gemm/collective/producer_contract.hpp",
+        old="visit(a, b, state.index, state.phase, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK);",
+        new="visit(a, b, state.index, state.phase, m_base, n_base, (w.kt_begin + t) * Cfg::kBlockK + 1);",
         targets=GEMM,
         filter={"test_gemm": GEMM_ALL},
     ),
@@ -450,7 +450,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_weight_tf32_transpose_skips_diagonal",
         bug="TF32 box path: the in-place panel transpose leaves the diagonal blocks MN-major",
-        file="include/hipgrad/primitives/gemm/panel_transpose.hpp",
+        file="include/hipgrad/gemm/arch/panel_transpose.hpp",
         old="if (b.row == b.column) return detail::store_block_transposed(panel, b.row, b.row, upper, convert);",
         new="if (b.row == b.column) return;",
         targets=GEMM + CONV,
@@ -461,7 +461,7 @@ MUTATIONS = [
     dict(
         id="conv_bwd_data_last_k_tile_skipped",
         bug="grouped GEMM: a sub-problem's last, partial K tile skipped (K / BK tiles, rounded down)",
-        file="include/hipgrad/primitives/gemm/grouped_tiles.hpp",
+        file="include/hipgrad/gemm/kernel/grouped_tiles.hpp",
         old="return {grouped_tile(static_cast<int>(tile), tiles_m, tiles_n), 0, 0, ceil_div(a.k_size(), Cfg::kBlockK)};",
         new="return {grouped_tile(static_cast<int>(tile), tiles_m, tiles_n), 0, 0, a.k_size() / Cfg::kBlockK};",
         targets=CONV + GEMM,

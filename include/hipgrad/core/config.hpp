@@ -61,6 +61,14 @@ inline constexpr int kWidestWarpOfBuild = 32;
 inline constexpr int kWidestWarpOfBuild = 64;
 #endif
 
+/// Whether this build compiles for NVIDIA (nvcc): code above core/ picks backend-specific
+/// constants from this value rather than from a platform macro.
+#if defined(HIPGRAD_BACKEND_CUDA)
+inline constexpr bool kBackendIsCuda = true;
+#else
+inline constexpr bool kBackendIsCuda = false;
+#endif
+
 /// The most shared memory one block may take on the targets this build compiles for: NVIDIA
 /// sm_80/sm_90 227 KB (with the kernel's opt-in), AMD gfx90a/gfx94x 64 KB of LDS. A tile
 /// configuration that needs more is not selectable in the build (the GEMM launcher asserts it);

@@ -37,7 +37,7 @@
 #include "hipgrad/ops/conv/common/packed_groups_kernels.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+#include "hipgrad/gemm/config.hpp"
 
 namespace hipgrad::conv {
 

@@ -10,7 +10,7 @@
 ///   HIPGRAD_RETURN_IF_ERROR(Op::run(problem, args, workspace, bytes, stream));
 ///
 /// The op describes A and B as dense operand loaders and hands them to the tile GEMM launcher
-/// (primitives/gemm/launcher.hpp), which picks the mainloop (problem.algorithm, or with kAuto
+/// (gemm/device/launcher.hpp), which picks the mainloop (problem.algorithm, or with kAuto
 /// the TMA kernel, else the cp.async matrix mainloops, else SIMT), splits K and adds the
 /// split-K partials in a fixed order: results are deterministic.
 #pragma once
@@ -26,10 +26,10 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/ops/gemm/problem.hpp"
-#include "hipgrad/primitives/gemm/epilogue.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
-#include "hipgrad/primitives/gemm/operand_loader.hpp"
-#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+#include "hipgrad/gemm/collective/epilogue.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
+#include "hipgrad/gemm/config.hpp"
 
 namespace hipgrad::gemm {
 

@@ -35,10 +35,10 @@
 #include "hipgrad/ops/conv/common/position_boxes.hpp"
 #include "hipgrad/ops/conv/backward_data/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/epilogue.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
-#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
-#include "hipgrad/primitives/gemm/tma.hpp"
+#include "hipgrad/gemm/collective/epilogue.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
+#include "hipgrad/gemm/device/tensor_map_shape.hpp"
+#include "hipgrad/gemm/device/tensor_map.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -11,7 +11,7 @@
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/ops/conv/backward_data/plan.hpp"
 #include "hipgrad/ops/conv/direct/launch.hpp"
-#include "hipgrad/primitives/gemm/box_producer.hpp"
+#include "hipgrad/gemm/device/box_launcher.hpp"
 
 namespace hipgrad::conv::detail {
 

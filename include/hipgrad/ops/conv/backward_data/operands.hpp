@@ -1,6 +1,6 @@
 /// @file operands.hpp
 /// @brief The implicit GEMM of one stride phase of one group of backward-data, as operand loaders
-///        and an epilogue of the tile GEMM (primitives/gemm/operand_loader.hpp):
+///        and an epilogue of the tile GEMM (gemm/collective/operand_loader.hpp):
 ///
 ///   dx[n, c, x(i)] = Σ_{t, k} dy[n, k, o(i, t)] · w[k, c, f(t)]
 ///
@@ -22,8 +22,8 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/core/vector_access.hpp"
-#include "hipgrad/primitives/gemm/epilogue.hpp"
-#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/gemm/collective/epilogue.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -22,9 +22,9 @@
 #include "hipgrad/ops/conv/common/plan_key.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/box_producer.hpp"
-#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/gemm/device/box_launcher.hpp"
+#include "hipgrad/gemm/device/grouped_launcher.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
 
 namespace hipgrad::conv::detail {
 

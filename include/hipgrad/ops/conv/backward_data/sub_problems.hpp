@@ -14,7 +14,7 @@
 #include "hipgrad/ops/conv/common/plan_key.hpp"
 #include "hipgrad/ops/conv/backward_data/stride_phases.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -17,8 +17,8 @@
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/common/plan_key.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/box_producer.hpp"
-#include "hipgrad/primitives/gemm/tile_gemm.hpp"
+#include "hipgrad/gemm/device/box_launcher.hpp"
+#include "hipgrad/gemm/config.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -1,6 +1,6 @@
 /// @file boxes.hpp
 /// @brief Backward-weight's operands as tiled tensor maps, for the box producer
-///        (primitives/gemm/box_producer.hpp): each stage is a few TMA copies instead of 16-byte
+///        (gemm/collective/box_producer.hpp): each stage is a few TMA copies instead of 16-byte
 ///        gathers (the maps, coordinates and plan are also checked on the CPU,
 ///        tests/conv/test_conv_backward_weight_tma.cpp).
 ///
@@ -39,9 +39,9 @@
 #include "hipgrad/ops/conv/backward_weight/sub_problems.hpp"
 #include "hipgrad/ops/conv/common/position_boxes.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
-#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
-#include "hipgrad/primitives/gemm/tma.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
+#include "hipgrad/gemm/device/tensor_map_shape.hpp"
+#include "hipgrad/gemm/device/tensor_map.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -12,7 +12,7 @@
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/ops/conv/backward_weight/plan.hpp"
 #include "hipgrad/ops/conv/direct/launch.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -1,6 +1,6 @@
 /// @file operands.hpp
 /// @brief The implicit GEMM of one group and one split of backward-weight, as operand loaders
-///        and an epilogue of the tile GEMM (primitives/gemm/operand_loader.hpp):
+///        and an epilogue of the tile GEMM (gemm/collective/operand_loader.hpp):
 ///
 ///   dw[k, c, f] = Σ_{n, o} dy[n, k, o] · x[n, c, o·s + f·d − left_pad]
 ///
@@ -22,8 +22,8 @@
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/core/vector_access.hpp"
-#include "hipgrad/primitives/gemm/epilogue.hpp"
-#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/gemm/collective/epilogue.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -21,8 +21,8 @@
 #include "hipgrad/ops/conv/common/plan_key.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/gemm/device/grouped_launcher.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
 
 namespace hipgrad::conv::detail {
 

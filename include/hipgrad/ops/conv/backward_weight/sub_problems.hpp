@@ -12,7 +12,7 @@
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/backward_weight/operands.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -9,8 +9,8 @@
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/ops/conv/common/position_boxes.hpp"
-#include "hipgrad/primitives/gemm/tensor_map_shape.hpp"
-#include "hipgrad/primitives/gemm/tma.hpp"
+#include "hipgrad/gemm/device/tensor_map_shape.hpp"
+#include "hipgrad/gemm/device/tensor_map.hpp"
 
 namespace hipgrad::conv::detail {
 

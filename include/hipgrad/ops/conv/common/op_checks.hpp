@@ -18,7 +18,7 @@
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/ops/conv/direct/heuristics.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
 
 namespace hipgrad::conv::detail {
 

@@ -10,8 +10,8 @@
 
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
-#include "hipgrad/primitives/gemm/epilogue.hpp"
-#include "hipgrad/primitives/gemm/operand_loader.hpp"
+#include "hipgrad/gemm/collective/epilogue.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
 
 namespace hipgrad::conv::detail {
 

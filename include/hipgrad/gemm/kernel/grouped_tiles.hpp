@@ -14,7 +14,8 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
-#include "hipgrad/primitives/gemm/tile_copy.hpp"
+#include "hipgrad/gemm/collective/tile_work.hpp"
+#include "hipgrad/gemm/kernel/tile_scheduler.hpp"
 
 namespace hipgrad::gemm {
 

@@ -18,7 +18,7 @@
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/per_device.hpp"
-#include "hipgrad/primitives/gemm/smem_layout.hpp"
+#include "hipgrad/gemm/arch/smem_layout.hpp"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HIPGRAD_GEMM_WGMMA 1

@@ -1,5 +1,5 @@
 /// @file box_producer.hpp
-/// @brief The warp-specialised kernel over grouped sub-problems whose operands copy their own
+/// @brief The box producer of the warp-specialised kernel, for operands that copy their own
 ///        tiles by TMA from maps of up to five dimensions (a convolution's operands, box by box):
 ///        per K tile one producer warp announces the stage's bytes, and its lanes issue the
 ///        operands' copies, one each.
@@ -21,23 +21,15 @@
 /// for wgmma's proxy and then arrive on the stage's full barrier.
 #pragma once
 
-#include <climits>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "hipgrad/core/config.hpp"
-#include "hipgrad/core/device_info.hpp"
-#include "hipgrad/core/hip_check.hpp"
-#include "hipgrad/core/hip_runtime.hpp"
-#include "hipgrad/core/kernel_attributes.hpp"
-#include "hipgrad/core/status.hpp"
-#include "hipgrad/core/workspace.hpp"
-#include "hipgrad/primitives/gemm/grouped_launcher.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
-#include "hipgrad/primitives/gemm/panel_transpose.hpp"
-#include "hipgrad/primitives/gemm/tma.hpp"
-#include "hipgrad/primitives/gemm/tma_mainloop.hpp"
+#include "hipgrad/gemm/arch/panel_transpose.hpp"
+#include "hipgrad/gemm/arch/tma.hpp"
+#include "hipgrad/gemm/collective/producer_contract.hpp"
+#include "hipgrad/gemm/collective/warp_specialised_consumer.hpp"
+#include "hipgrad/gemm/collective/wgmma_mainloop.hpp"
 
 namespace hipgrad::gemm {
 
@@ -150,97 +142,5 @@ struct BoxTmaProducer {
 #endif  // HIPGRAD_GEMM_TMA
 
 }  // namespace detail
-
-/// Why grouped_box_tile_gemm cannot run Config Cfg on operands A and B on the current device
-/// (null where it can): a configuration the TMA kernel runs, a CUDA build whose code for this
-/// device is sm_90a, a driver with tensor maps, and the shared memory the device allows.
-template <typename Cfg, typename OperandA, typename OperandB>
-const char* box_kernel_blocker() {
-  if constexpr (!tma_kernel_supported<Cfg, OperandA, OperandB>()) {
-    return "its tiles are not ones the TMA kernel runs";
-  } else {
-#if defined(HIPGRAD_BACKEND_CUDA)
-    const DeviceInfo& device = current_device_info();
-    if (!device.known || !device_runs_wgmma(device.device))
-      return "the code loaded for this device was not compiled for sm_90a";
-    if (detail::tensor_map_encoder() == nullptr) return "the driver has no tensor maps";
-    if (static_cast<std::size_t>(box_kernel_shared_bytes<Cfg, OperandA, OperandB>()) > device.shared_per_block_opt_in) {
-      return "more shared memory per block than the device allows";
-    }
-    return nullptr;
-#else
-    return "TMA exists in CUDA builds only";
-#endif
-  }
-}
-
-#if defined(HIPGRAD_BACKEND_CUDA)
-
-/// The warp-specialised kernel over grouped sub-problems of box operands: the persistent grid and
-/// threads of the TMA kernel, box_kernel_shared_bytes of shared memory, no K split.
-template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-__global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
-    grouped_box_tile_gemm(const GroupedProblems<OperandA, OperandB, Epilogue> problems) {
-#if defined(HIPGRAD_GEMM_TMA)
-  if constexpr (tma_kernel_supported<Cfg, OperandA, OperandB>()) {
-    using Mainloop = detail::WarpSpecialisedMainloop<Cfg, OperandA, OperandB, Epilogue,
-                                                     detail::BoxTmaProducer<Cfg, OperandA, OperandB>>;
-    Mainloop::run(detail::aligned_kernel_shared<Cfg>(), GroupedSchedule<Cfg, OperandA, OperandB, Epilogue>(problems));
-    return;
-  }
-#endif
-  (void)problems;
-  __trap();
-}
-
-/// Launches grouped_box_tile_gemm over `count` sub-problems that read the `map_count` tensor maps
-/// `maps`: the sub-problems, their item starts and the maps go to `workspace`
-/// (grouped_tail_workspace_bytes of them; the maps at grouped_tail_offset, where the operands must
-/// point) in one copy on `stream`.
-template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count,
-                               const TensorMap* maps, int map_count, void* workspace, std::size_t bytes,
-                               const DeviceInfo& device, hipStream_t stream) {
-  using Problem = SubProblem<OperandA, OperandB, Epilogue>;
-  if constexpr (!tma_kernel_supported<Cfg, OperandA, OperandB>()) {
-    (void)problems, (void)count, (void)maps, (void)map_count, (void)workspace, (void)bytes, (void)device, (void)stream;
-    return Status::not_supported("the TMA kernel does not run this configuration in these layouts");
-  } else {
-    if (!device_runs_wgmma(device.device))
-      return Status::not_supported("the code loaded for this device was not compiled for sm_90a");
-    const int shared = box_kernel_shared_bytes<Cfg, OperandA, OperandB>();
-    if (static_cast<std::size_t>(shared) > device.shared_per_block_opt_in) {
-      return Status::not_supported("the configuration needs more shared memory per block than the device allows");
-    }
-    const std::size_t map_bytes = static_cast<std::size_t>(map_count) * sizeof(CUtensorMap);
-    HIPGRAD_RETURN_IF_ERROR(check_workspace(grouped_tail_workspace_bytes<Problem>(count, map_bytes), workspace, bytes));
-    std::vector<GroupedExtent> extents(static_cast<std::size_t>(count));
-    for (int g = 0; g < count; ++g)
-      extents[static_cast<std::size_t>(g)] = {problems[g].a.mn_size(), problems[g].b.mn_size()};
-    const std::vector<long long> starts = grouped_tile_starts(extents, Cfg::kBlockM, Cfg::kBlockN);
-    if (starts.back() > INT_MAX) return Status::not_supported("more than 2^31 - 1 output tiles over the sub-problems");
-    if (starts.back() == 0) return Status::ok();
-    GroupedProblems<OperandA, OperandB, Epilogue> staged{};
-    HIPGRAD_RETURN_IF_ERROR(
-        stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps, map_bytes));
-    const auto kernel = grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>;
-    HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(shared)));
-    const long long blocks = starts.back() < device.multiprocessors ? starts.back() : device.multiprocessors;
-    kernel<<<static_cast<unsigned>(blocks), tma_kernel_threads<Cfg>(), shared, stream>>>(staged);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_box_tile_gemm");
-    return Status::ok();
-  }
-}
-
-#else
-
-/// No TMA in this backend: the boxed launch is refused, with the reason.
-template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
-Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>*, int, const TensorMap*, int, void*,
-                               std::size_t, const DeviceInfo&, hipStream_t) {
-  return Status::not_supported("TMA exists in CUDA builds only");
-}
-
-#endif  // HIPGRAD_BACKEND_CUDA
 
 }  // namespace hipgrad::gemm

@@ -25,11 +25,12 @@
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/device_intrinsics.hpp"
 #include "hipgrad/core/integer_math.hpp"
-#include "hipgrad/primitives/gemm/mma_atom.hpp"
-#include "hipgrad/primitives/gemm/pipeline.hpp"
-#include "hipgrad/primitives/gemm/smem_layout.hpp"
-#include "hipgrad/primitives/gemm/tile_copy.hpp"
-#include "hipgrad/primitives/gemm/wgmma_atom.hpp"
+#include "hipgrad/gemm/arch/mma_atom.hpp"
+#include "hipgrad/gemm/arch/smem_layout.hpp"
+#include "hipgrad/gemm/arch/wgmma_atom.hpp"
+#include "hipgrad/gemm/collective/pipeline.hpp"
+#include "hipgrad/gemm/collective/tile_copy.hpp"
+#include "hipgrad/gemm/collective/tile_work.hpp"
 
 namespace hipgrad::gemm {
 

@@ -28,8 +28,8 @@
 #include "hipgrad/core/kernel_attributes.hpp"
 #include "hipgrad/core/status.hpp"
 #include "hipgrad/core/workspace.hpp"
-#include "hipgrad/primitives/gemm/grouped_tiles.hpp"
-#include "hipgrad/primitives/gemm/launcher.hpp"
+#include "hipgrad/gemm/kernel/grouped_tiles.hpp"
+#include "hipgrad/gemm/device/launcher.hpp"
 
 namespace hipgrad::gemm {
 
@@ -93,7 +93,7 @@ Status stage_grouped_problems(const SubProblem<LoaderA, LoaderB, Epilogue>* prob
 
 template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
 class GroupedGemmLauncher {
-  using Single = TileGemmLauncher<Cfg, LoaderA, LoaderB, Epilogue>;
+  using Rules = detail::PathRules<Cfg, LoaderA, LoaderB>;
   using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
   /// Whether the loaders' vectors can be the matrix paths' 16-byte chunks: loaders that read one
   /// element at a time run SIMT only, and their matrix kernels are never compiled.
@@ -209,7 +209,7 @@ class GroupedGemmLauncher {
       return Status::not_supported("the operands are read one element at a time (the SIMT path only)");
     }
     for (int g = 0; g < count; ++g) {
-      if (const char* blocker = Single::blocker_of(path, problems[g].a, problems[g].b, request, device)) {
+      if (const char* blocker = Rules::blocker_of(path, problems[g].a, problems[g].b, request, device)) {
         return Status::not_supported("sub-problem " + std::to_string(g) + ": " + blocker);
       }
     }
@@ -231,9 +231,9 @@ class GroupedGemmLauncher {
     plan.workspace_bytes = workspace_bytes(count);
     switch (plan.path) {
       case Path::kGather:
-        plan.blocks = static_cast<unsigned>(plan.items < device.multiprocessors ? plan.items : device.multiprocessors);
+        plan.blocks = detail::persistent_blocks(plan.items, device);
         plan.threads = tma_kernel_threads<Cfg>();
-        plan.shared_bytes = Single::warp_specialised_shared_bytes(Path::kGather);
+        plan.shared_bytes = Rules::warp_specialised_shared_bytes(Path::kGather);
         break;
       case Path::kMatrix:
         plan.blocks = static_cast<unsigned>(plan.items);
@@ -257,9 +257,8 @@ class GroupedGemmLauncher {
     if constexpr (kMatrixLoaders) {
       if (plan.path == Path::kGather || plan.path == Path::kMatrix) return launch_matrix_kernel(plan, problems, stream);
     }
-    grouped_simt_tile_gemm<<<plan.blocks, SimtConfig::kThreads, 0, stream>>>(problems, plan.simt_vectors);
-    HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_simt_tile_gemm");
-    return Status::ok();
+    return detail::launch_tile_kernel(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue>, "grouped_simt_tile_gemm",
+                                      dim3(plan.blocks), SimtConfig::kThreads, 0, stream, problems, plan.simt_vectors);
   }
 
   /// The gather kernel or the matrix kernel.
@@ -268,21 +267,17 @@ class GroupedGemmLauncher {
     switch (plan.path) {
       case Path::kGather: {
 #if defined(HIPGRAD_BACKEND_CUDA)
-        const auto kernel = grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>;
-        HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
-        kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(problems);
-        HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_gather_tile_gemm");
-        return Status::ok();
+        return detail::launch_tile_kernel(grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>,
+                                          "grouped_gather_tile_gemm", dim3(plan.blocks), plan.threads,
+                                          plan.shared_bytes, stream, problems);
 #else
         return Status::not_supported("the gather kernel exists in CUDA builds only");
 #endif
       }
       case Path::kMatrix: {
-        const auto kernel = grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>;
-        HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(plan.shared_bytes)));
-        kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(problems);
-        HIPGRAD_RETURN_IF_LAUNCH_ERROR("grouped_mma_tile_gemm");
-        return Status::ok();
+        return detail::launch_tile_kernel(grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>,
+                                          "grouped_mma_tile_gemm", dim3(plan.blocks), plan.threads, plan.shared_bytes,
+                                          stream, problems);
       }
       case Path::kTma:
       case Path::kSimt: break;

@@ -19,7 +19,7 @@
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/per_device.hpp"
-#include "hipgrad/primitives/gemm/smem_layout.hpp"
+#include "hipgrad/gemm/arch/smem_layout.hpp"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define HIPGRAD_GEMM_MMA_SYNC 1

@@ -1,8 +1,8 @@
-/// @file gather_mainloop.hpp
-/// @brief The warp-specialised, persistent tile GEMM of sm_90a for operands read through any
-///        operand loader (a convolution's implicit im2col, a dense matrix): the TMA kernel's
-///        stage ring and consumer warpgroups (tma_mainloop.hpp), with a producer warpgroup that
-///        fills each stage by cp.async of 16-byte vectors.
+/// @file gather_producer.hpp
+/// @brief The gather producer of the warp-specialised kernel, for operands read through any
+///        operand loader (a convolution's implicit im2col, a dense matrix): its warpgroup fills
+///        each stage of the TMA kernel's ring by cp.async of 16-byte vectors, for the same
+///        consumer warpgroups (warp_specialised_consumer.hpp).
 ///
 /// Why: the cp.async wgmma mainloop (wgmma_mainloop.hpp) makes every thread copy and ends every
 /// K tile in a block barrier, so the consumers' wgmma stream stops at each tile. Here the copies
@@ -25,8 +25,12 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/integer_math.hpp"
-#include "hipgrad/primitives/gemm/tile_copy.hpp"
-#include "hipgrad/primitives/gemm/tma_mainloop.hpp"
+#include "hipgrad/gemm/arch/tma.hpp"
+#include "hipgrad/gemm/collective/operand_loader.hpp"
+#include "hipgrad/gemm/collective/producer_contract.hpp"
+#include "hipgrad/gemm/collective/tile_copy.hpp"
+#include "hipgrad/gemm/collective/warp_specialised_consumer.hpp"
+#include "hipgrad/gemm/collective/wgmma_mainloop.hpp"
 
 namespace hipgrad::gemm {
 
@@ -208,8 +212,6 @@ struct GatherProducer {
   }
 };
 
-template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
-using GatherMainloop = WarpSpecialisedMainloop<Cfg, LoaderA, LoaderB, Epilogue, GatherProducer<Cfg, LoaderA, LoaderB>>;
 
 #endif  // HIPGRAD_GEMM_TMA
 

@@ -18,7 +18,7 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/hip_runtime.hpp"  // uint4
-#include "hipgrad/primitives/gemm/smem_layout.hpp"
+#include "hipgrad/gemm/arch/smem_layout.hpp"
 
 namespace hipgrad::gemm {
 

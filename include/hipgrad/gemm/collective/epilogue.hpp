@@ -2,7 +2,8 @@
 /// @brief The tile GEMM's epilogue hook: what happens to each fp32 accumulator. LinearCombination
 ///        scales (alpha·acc + beta·C), converts to the output type and stores through any two
 ///        strides, or, for split-K, stores the raw fp32 sum of its K slice as a partial that
-///        reduce_split_k adds up in a fixed order (deterministic: no atomics).
+///        reduce_split_k (kernel/reduce_split_k.hpp) adds up in a fixed order (deterministic: no
+///        atomics).
 ///
 /// An epilogue is any copyable type with
 ///   HIPGRAD_DEVICE void store(int m, int n, float accumulator, int split) const;
@@ -18,7 +19,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "hipgrad/core/dependent_launch.hpp"
 #include "hipgrad/core/hip_runtime.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/strides.hpp"
@@ -90,19 +90,5 @@ struct LinearCombination {
     for (int j = 0; j < kEpilogueVector; ++j) store(m, n + j, accumulators[j], split);
   }
 };
-
-/// Adds the `splits` partials of each element in split order and hands the sum to `epilogue`
-/// (whose own `partials` is null).
-template <typename Epilogue>
-__global__ void reduce_split_k(const float* partials, int splits, Epilogue epilogue) {
-  wait_for_prior_grids();  // a dependent launch (dependent_launch.hpp): before any memory access
-  const Index elements = static_cast<Index>(epilogue.m_size) * epilogue.n_size;
-  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < elements;
-       i += static_cast<Index>(gridDim.x) * blockDim.x) {
-    float sum = 0.0f;
-    for (int s = 0; s < splits; ++s) sum += partials[s * elements + i];
-    epilogue.store(static_cast<int>(i / epilogue.n_size), static_cast<int>(i % epilogue.n_size), sum, 0);
-  }
-}
 
 }  // namespace hipgrad::gemm
