@@ -1,7 +1,7 @@
-# Fails when a library header (core/, primitives/, ops/, not detail/) is missing from hipgrad/hipgrad.hpp.
+# Fails when a library header (core/, primitives/, gemm/, ops/, not detail/) is missing from hipgrad/hipgrad.hpp.
 file(READ ${INCLUDE_DIR}/hipgrad/hipgrad.hpp umbrella)
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/hipgrad/core/*.hpp
-  ${INCLUDE_DIR}/hipgrad/primitives/*.hpp ${INCLUDE_DIR}/hipgrad/ops/*.hpp)
+  ${INCLUDE_DIR}/hipgrad/primitives/*.hpp ${INCLUDE_DIR}/hipgrad/gemm/*.hpp ${INCLUDE_DIR}/hipgrad/ops/*.hpp)
 set(missing "")
 foreach(header IN LISTS headers)
   # hip_on_cuda.hpp is reached through hip_runtime.hpp on the backend that needs it.
