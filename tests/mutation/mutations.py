@@ -125,7 +125,7 @@ MUTATIONS = [
     dict(
         id="gn_dx_no_correction_one_read_planes",
         bug="GroupNorm one-read planes backward: dx = rstd*gamma*dy (both correction terms dropped)",
-        file="include/hipgrad/ops/groupnorm/detail/one_read_planes.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_planes_kernels.hpp",
         old=(
             "const DataGradient d{s.rstd * s.gamma, -s.rstd * s.rstd * s.rstd * ab[1] * inverse_count,\n"
             "                           -s.rstd * ab[0] * inverse_count};"
@@ -142,7 +142,7 @@ MUTATIONS = [
     dict(
         id="gn_dx_no_correction_one_read_channels_last",
         bug="GroupNorm one-read channels-last backward: dx = rstd*gamma*dy (both correction terms dropped)",
-        file="include/hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_channels_last_kernels.hpp",
         old="const float rs = group_rstd, q = -rs * rs * rs * ab[1] * inverse_count, shift = -rs * ab[0] * inverse_count;",
         new="const float rs = group_rstd, q = 0.0f * ab[1] * inverse_count, shift = 0.0f * ab[0];",
         targets=GROUPNORM,
@@ -153,7 +153,7 @@ MUTATIONS = [
     dict(
         id="gn_dx_no_correction_staged",
         bug="GroupNorm staged backward: dx = rstd*gamma*dy (both correction terms dropped)",
-        file="include/hipgrad/ops/groupnorm/detail/staged_backward.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/staged_backward_kernels.hpp",
         old="DataGradient{rs * state[e].gamma, -rs * rs * rs * ab[1] * inverse_count, -rs * ab[0] * inverse_count};",
         new="DataGradient{rs * state[e].gamma, 0.0f * ab[1] * inverse_count, 0.0f * ab[0]};",
         targets=GROUPNORM,
@@ -167,7 +167,7 @@ MUTATIONS = [
     dict(
         id="gn_stats_cluster_rank_dropped_staged",
         bug="GroupNorm staged forward: the cluster merge drops the last block's partial sums and its count",
-        file="include/hipgrad/ops/groupnorm/detail/staged_forward.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/staged_forward_kernels.hpp",
         old=(
             "  const float group_count = static_cast<float>(g.group_channels * m.positions);\n"
             "  for (int k = static_cast<int>(threadIdx.x); k < m.band_groups; k += static_cast<int>(blockDim.x)) {\n"
@@ -263,7 +263,7 @@ MUTATIONS = [
     dict(
         id="gn_bwd_cluster_partial_dropped_one_read_planes",
         bug="GroupNorm one-read planes backward: the last cluster block's channel sums are dropped in the merge",
-        file="include/hipgrad/ops/groupnorm/detail/one_read_planes.hpp",
+        file="include/hipgrad/ops/groupnorm/detail/one_read_planes_kernels.hpp",
         old="if (lane.leader) channel = cluster_sum_at(channel_partials, lane.channel, m.cluster);",
         new="if (lane.leader) channel = cluster_sum_at(channel_partials, lane.channel, m.cluster - 1);",
         targets=GROUPNORM,

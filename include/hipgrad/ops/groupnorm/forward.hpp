@@ -20,7 +20,7 @@
 #include "hipgrad/core/workspace.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/ops/groupnorm/detail/forward_kernels.hpp"
-#include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
+#include "hipgrad/ops/groupnorm/detail/plan.hpp"
 #include "hipgrad/ops/groupnorm/detail/staged_plan.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
@@ -63,7 +63,7 @@ class Forward {
   static constexpr int kThreads = detail::kBlockThreads;
   static constexpr int kStatThreads = 128;
   static constexpr int kV = kVector16<T>;
-  /// Bytes of x per thread, and the block sizes their registers allow (one_read_planes.hpp).
+  /// Bytes of x per thread, and the block sizes their registers allow (one_read_planes_kernels.hpp).
   using OneRead = detail::OneReadKernels<T, detail::OneReadShape<16, 1024>, detail::OneReadShape<32, 1024>,
                                          detail::OneReadShape<64, 1024>, detail::OneReadShape<128, 1024>>;
 

@@ -1,5 +1,5 @@
 /// @file one_read_common.hpp
-/// @brief What the one-read kernels (one_read_planes.hpp, one_read_channels_last.hpp) share:
+/// @brief What the one-read kernels (one_read_planes_kernels.hpp, one_read_channels_last_kernels.hpp) share:
 ///        a thread's slots, loading and storing them, fixed-order sums over a block and over a
 ///        cluster, and the forward's statistics.
 ///

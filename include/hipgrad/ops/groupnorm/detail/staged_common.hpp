@@ -1,10 +1,10 @@
 /// @file staged_common.hpp
-/// @brief What the staged channels-last kernels (staged_forward.hpp, staged_backward.hpp) share:
+/// @brief What the staged channels-last kernels (staged_forward_kernels.hpp, staged_backward_kernels.hpp) share:
 ///        their limits, the layout of a block's dynamic shared memory, the asynchronous copies of
 ///        a unit into it, the stagger of the first wave and where a unit lies. A staged kernel
 ///        copies each unit of a packed channels-last tensor (NHWC and kin) into shared memory,
 ///        sums it there and writes the output from there: x (and dy) leave memory once, as in
-///        one_read_channels_last.hpp, but the data sit in shared memory rather than registers.
+///        one_read_channels_last_kernels.hpp, but the data sit in shared memory rather than registers.
 ///
 /// Why a second one-read design: holding the unit in registers forces narrow per-thread accesses
 /// (pairs of channels, so that a thread's channels stay in one group) and plain loads whose
@@ -41,7 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp"
+#include "hipgrad/ops/groupnorm/detail/one_read_channels_last_kernels.hpp"
 #include "hipgrad/primitives/async_copy.hpp"
 
 namespace hipgrad::groupnorm::detail {

@@ -1,6 +1,6 @@
 /// @file staged_plan.hpp
-/// @brief Host-side planning of the staged channels-last kernels (staged_forward.hpp,
-///        staged_backward.hpp): the band of groups, the cluster, the block size and the shared
+/// @brief Host-side planning of the staged channels-last kernels (staged_forward_kernels.hpp,
+///        staged_backward_kernels.hpp): the band of groups, the cluster, the block size and the shared
 ///        memory each block takes.
 #pragma once
 
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "hipgrad/core/kernel_attributes.hpp"
-#include "hipgrad/ops/groupnorm/detail/launch_plan.hpp"
-#include "hipgrad/ops/groupnorm/detail/staged_backward.hpp"
-#include "hipgrad/ops/groupnorm/detail/staged_forward.hpp"
+#include "hipgrad/ops/groupnorm/detail/plan.hpp"
+#include "hipgrad/ops/groupnorm/detail/staged_backward_kernels.hpp"
+#include "hipgrad/ops/groupnorm/detail/staged_forward_kernels.hpp"
 
 namespace hipgrad::groupnorm::detail {
 
@@ -84,7 +84,7 @@ inline std::size_t staged_pair_budget(const DeviceInfo& device) {
 }
 
 /// Which staged kernel a plan is for: the forward, or the backward with its cluster meeting over
-/// group totals or over channel totals (kStagedGroupMeeting, staged_backward.hpp).
+/// group totals or over channel totals (kStagedGroupMeeting, staged_backward_kernels.hpp).
 enum class StagedOp { kForward, kBackwardGroups, kBackwardChannels };
 
 /// The budget tiers `op` tries, in order.

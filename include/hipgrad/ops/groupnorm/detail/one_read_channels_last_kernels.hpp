@@ -1,4 +1,4 @@
-/// @file one_read_channels_last.hpp
+/// @file one_read_channels_last_kernels.hpp
 /// @brief GroupNorm forward and fused backward over packed channels-last tensors (NHWC and kin)
 ///        in one launch that holds each unit in registers.
 ///

@@ -1,4 +1,4 @@
-/// @file launch_plan.hpp
+/// @file plan.hpp
 /// @brief Host-side choices shared by the GroupNorm ops: which layout path, which vector width,
 ///        how large a tile, and the workspace carve-up.
 #pragma once
@@ -17,8 +17,8 @@
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/ops/groupnorm/detail/geometry.hpp"
 #include "hipgrad/ops/groupnorm/detail/tiles.hpp"
-#include "hipgrad/ops/groupnorm/detail/one_read_channels_last.hpp"
-#include "hipgrad/ops/groupnorm/detail/one_read_planes.hpp"
+#include "hipgrad/ops/groupnorm/detail/one_read_channels_last_kernels.hpp"
+#include "hipgrad/ops/groupnorm/detail/one_read_planes_kernels.hpp"
 #include "hipgrad/ops/groupnorm/problem.hpp"
 
 namespace hipgrad::groupnorm::detail {
@@ -161,7 +161,7 @@ Status visit_walk(const Plan& pl, Launch&& launch) {
   return wide ? launch(PlanesWalk<kV, true, kBlockThreads>{}) : launch(PlanesWalk<1, true, kBlockThreads>{});
 }
 
-// ---- one-read launches (one_read_planes.hpp, one_read_channels_last.hpp) ------------------------
+// ---- one-read launches (one_read_planes_kernels.hpp, one_read_channels_last_kernels.hpp) ------------------------
 
 /// One-read blocks are whole warps of the widest target (64 lanes).
 inline constexpr Index kOneReadWarpGranule = 64;

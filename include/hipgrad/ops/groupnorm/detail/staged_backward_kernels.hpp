@@ -1,4 +1,4 @@
-/// @file staged_backward.hpp
+/// @file staged_backward_kernels.hpp
 /// @brief GroupNorm fused backward (+ Swish) over packed channels-last tensors in one launch that
 ///        stages each unit of x and dy in shared memory (staged_common.hpp), and folds dγ/dβ in
 ///        blocks at the end of its own grid where it can.

@@ -1,4 +1,4 @@
-/// @file one_read_planes.hpp
+/// @file one_read_planes_kernels.hpp
 /// @brief GroupNorm forward and fused backward over packed planes (NCHW and kin) in one launch
 ///        that holds each group in registers: x (and dy) are read from memory once, and both the
 ///        statistics and the output come from the registers.

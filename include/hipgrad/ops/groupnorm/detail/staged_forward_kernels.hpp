@@ -1,4 +1,4 @@
-/// @file staged_forward.hpp
+/// @file staged_forward_kernels.hpp
 /// @brief GroupNorm forward (+ Swish) over packed channels-last tensors in one launch that stages
 ///        each unit in shared memory (staged_common.hpp).
 #pragma once
