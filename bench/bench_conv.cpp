@@ -2,13 +2,14 @@
 /// @brief Convolution benchmark: conv::BackwardData and conv::BackwardWeight on the acceptance
 ///        lists (dense: the seed's problem, ResNet 3×3 and 1×1, a 3-D and a 1-D problem, CK's
 ///        grouped 3-D default; grouped: two grouped ones and CK's; few: depthwise and few channels
-///        per group from published networks) in fp16, bf16, exact fp32 and TF32, channels-last
+///        per group from published networks; stems: first layers of few input channels and a
+///        strided video layer) in fp16, bf16, exact fp32 and TF32, channels-last
 ///        (NHWGC) or NCHW (NGCHW); one JSON line each (bench_harness.hpp) with TFLOP/s and TB/s
 ///        against the least bytes (each tensor once). bench/torch_conv.py times cuDNN on the same
 ///        lines.
 ///
 ///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
-///              [--problems=all|dense|grouped|few] [--cases=label,...] [--layouts=nhwgc,ngchw]
+///              [--problems=all|dense|grouped|few|stems] [--cases=label,...] [--layouts=nhwgc,ngchw]
 ///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct] [--direct=ops|window|adjacent] [--pack-groups=P] [--host-us]
 ///
 /// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
@@ -97,11 +98,25 @@ std::vector<ConvCase> cases(const std::string& which) {
       {"regnety_1_6gf_g14x24", 2, 14, 64, 24, 24, {3, 3, 1}, {14, 14, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
       {"audio_1d_g16x32", 1, 16, 16, 32, 32, {5, 1, 1}, {2000, 1, 1}, {1, 1, 1}, {1, 1, 1}, {2, 0, 0}},
   };
+  // Stems and first layers (few input channels, large strides) and a strided video layer, from
+  // the published networks: channels that no 16-byte vector divides, and thin stride phases.
+  std::vector<ConvCase> stems = {
+      {"resnet50_stem_7x7s2", 2, 1, 64, 64, 3, {7, 7, 1}, {224, 224, 1}, {2, 2, 1}, {1, 1, 1}, {3, 3, 0}},
+      {"efficientnet_b0_stem_3x3s2", 2, 1, 64, 32, 3, {3, 3, 1}, {224, 224, 1}, {2, 2, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"convnext_t_patchify_4x4s4", 2, 1, 32, 96, 3, {4, 4, 1}, {224, 224, 1}, {4, 4, 1}, {1, 1, 1}, {0, 0, 0}},
+      {"vit_b16_patch_16x16s16", 2, 1, 32, 768, 3, {16, 16, 1}, {224, 224, 1}, {16, 16, 1}, {1, 1, 1}, {0, 0, 0}},
+      {"ldm_unet_in_4to320", 2, 1, 8, 320, 4, {3, 3, 1}, {64, 64, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"ldm_vae_out_128to3", 2, 1, 1, 3, 128, {3, 3, 1}, {512, 512, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}},
+      {"x3d_stem_1x3x3s122", 3, 1, 4, 24, 3, {1, 3, 3}, {16, 224, 224}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}},
+      {"video_1x3x3s122_64", 3, 1, 4, 64, 64, {1, 3, 3}, {8, 112, 112}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}},
+  };
   if (which == "dense") return dense;
   if (which == "grouped") return grouped;
   if (which == "few") return few;
+  if (which == "stems") return stems;
   dense.insert(dense.end(), grouped.begin(), grouped.end());
   dense.insert(dense.end(), few.begin(), few.end());
+  dense.insert(dense.end(), stems.begin(), stems.end());
   return dense;
 }
 
@@ -335,7 +350,7 @@ int main(int argc, char** argv) {
   g_pack_groups = static_cast<int>(args.get_int("pack-groups", 1));
   if (s.is_ok() && g_pack_groups < 1) s = Status::invalid_argument("--pack-groups must be positive");
   if (s.is_ok()) s = args.option_status();
-  if (s.is_ok() && which != "all" && which != "dense" && which != "grouped" && which != "few") {
+  if (s.is_ok() && which != "all" && which != "dense" && which != "grouped" && which != "few" && which != "stems") {
     s = Status::invalid_argument("--problems takes all, dense, grouped or few");
   }
   const std::vector<std::string> layouts = hipgrad::bench::split_list(args.get_string("layouts", "nhwgc"));

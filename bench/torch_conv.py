@@ -3,7 +3,8 @@ mask for conv_bwd_data lines, the weight-gradient mask for conv_bwd_weight lines
 bench_conv printed, tensors of the same sizes, dtype and memory format (channels-last for "nhwgc",
 PyTorch's default NCHW for "ngchw"), and prints one table: our ms, TFLOP/s and TB/s, cuDNN's, the
 ratio, and the share of the roofline; then the median ratio per op and dtype over the dense
-acceptance list, and the few-channels list's summary. Weight lines are timed a second time with
+acceptance list, the few-channels list's summary, the stems list's, and every line below 0.5x of
+cuDNN. Weight lines are timed a second time with
 torch.use_deterministic_algorithms(True) (cuDNN's default weight gradient is not deterministic;
 ours always is): the "det" columns.
 
@@ -124,6 +125,30 @@ def few_summary(rows):
         print(f"  NCHW speed / channels-last speed: median {statistics.median(nchw):.2f}, min {min(nchw):.2f}")
 
 
+STEMS = {"resnet50_stem_7x7s2", "efficientnet_b0_stem_3x3s2", "convnext_t_patchify_4x4s4", "vit_b16_patch_16x16s16",
+         "ldm_unet_in_4to320", "ldm_vae_out_128to3", "x3d_stem_1x3x3s122", "video_1x3x3s122_64"}
+
+
+def stems_summary(rows):
+    """The stems list (first layers of few input channels, a strided video layer) against cuDNN
+    per op, layout and 16-bit type: geometric mean (target >= 1.0x) and worst (>= 0.7x); then every
+    line of any list below 0.5x of cuDNN (a cliff)."""
+    stems = [r for r in rows if r["case"] in STEMS]
+    if stems:
+        print("\nstems and first layers (ratio to cuDNN; targets: geomean >= 1.0x, each >= 0.7x):")
+        for op in ("conv_bwd_data", "conv_bwd_weight"):
+            for layout in ("nhwgc", "ngchw"):
+                sel = [r["ratio"] for r in stems if r["op"] == op and r.get("layout", "nhwgc") == layout and
+                       r["dtype"] in ("fp16", "bf16")]
+                if sel:
+                    geo = statistics.geometric_mean(sel)
+                    print(f"  {op[9:]:<6} {layout:<5} fp16/bf16: geomean {geo:.2f}x, worst {min(sel):.2f}x over {len(sel)}")
+    cliffs = [r for r in rows if r["ratio"] < 0.5]
+    print(f"\nlines below 0.5x of cuDNN: {len(cliffs)} of {len(rows)}")
+    for r in sorted(cliffs, key=lambda r: r["ratio"])[:20]:
+        print(f"  {r['ratio']:.2f}x {r['op'][9:]} {r['case']} {r.get('layout', 'nhwgc')} {r['dtype']} {r['name'][-48:]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("ours")
@@ -134,7 +159,7 @@ def main():
     print(f"{torch.cuda.get_device_name(0)}: copy {bandwidth / 1e12:.2f} TB/s, fp32 FMA peak {peak / 1e12:.1f} TFLOP/s")
     for r in rows:
         r.setdefault("op", "conv_bwd_data")
-        r["few"] = r["case"] not in DENSE["conv_bwd_weight"] | {"grouped32", "grouped4_s2"}
+        r["few"] = r["case"] not in DENSE["conv_bwd_weight"] | {"grouped32", "grouped4_s2"} | STEMS
         r["cudnn_ms"] = cudnn_ms(r)
         r["cudnn_tflops"] = r["tflops"] * r["ms"] / r["cudnn_ms"]
         r["ratio"] = r["cudnn_ms"] / r["ms"]
@@ -169,6 +194,7 @@ def main():
                 print(f"  {op[9:]:<6} {dtype:<5} against deterministic cuDNN: median {statistics.median(det):.2f}x, "
                       f"worst {min(det):.2f}x [each >= 1.0]")
     few_summary(rows)
+    stems_summary(rows)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
