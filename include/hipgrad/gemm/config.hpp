@@ -62,6 +62,23 @@ using Tile256x192x16_W4x3_S8 = Config<256, 192, 16, 4, 3, 8>;
 using Tile128x128x32_W2x2_S2 = Config<128, 128, 32, 2, 2, 2>;
 using Tile128x128x16_W2x2_S2 = Config<128, 128, 16, 2, 2, 2>;
 
+/// Cfg's blocks half as tall and twice as wide, warps moved from M to N: for products whose M
+/// fits half of Cfg's block, so that fewer of each block's rows are idle.
+template <typename Cfg>
+using HalfTallTile = Config<Cfg::kBlockM / 2, Cfg::kBlockN * 2, Cfg::kBlockK, (Cfg::kWarpsM > 1 ? Cfg::kWarpsM / 2 : 1),
+                            Cfg::kWarpsN * 2, Cfg::kStages>;
+/// Cfg's blocks three-quarters as wide with a stage more: for N that Cfg's width pads by much
+/// more than three-quarters of it does.
+template <typename Cfg>
+using ThreeQuarterWideTile =
+    Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN, Cfg::kStages + 1>;
+/// What they make of the NVIDIA defaults (conv backward-weight's box path: TF32 and fp16/bf16).
+using Tile128x256x32_W2x4_S4 = HalfTallTile<Tile256x128x32_W4x2_S4>;
+using Tile128x192x64_W2x4_S5 = ThreeQuarterWideTile<Tile128x256x64_W2x4_S4>;
+static_assert(std::is_same_v<Tile128x256x32_W2x4_S4, Config<128, 256, 32, 2, 4, 4>> &&
+                  std::is_same_v<Tile128x192x64_W2x4_S5, Config<128, 192, 64, 2, 4, 5>>,
+              "a derived tile's name spells its shape");
+
 namespace detail {
 
 /// The configurations per element type T and backend, the fastest of the candidates bench_gemm
@@ -107,8 +124,7 @@ static_assert(fits_build_targets<DefaultConfigFor<half>, half>() &&
                   fits_build_targets<DefaultConfigFor<float>, float>() &&
                   fits_build_targets<CpAsyncWgmmaConfigFor<half>, half>() &&
                   fits_build_targets<CpAsyncWgmmaConfigFor<float>, float>() &&
-                  fits_build_targets<NarrowConfigFor<half>, half>() &&
-                  fits_build_targets<ThinConfigFor<half>, half>(),
+                  fits_build_targets<NarrowConfigFor<half>, half>() && fits_build_targets<ThinConfigFor<half>, half>(),
               "the configurations the library selects fit every target of the build");
 
 /// Settings of the SIMT mainloop (fixed): 128 × 128 × 8 tiles, 256 threads of 8 × 8 results.

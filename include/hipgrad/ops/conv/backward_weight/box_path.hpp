@@ -57,53 +57,50 @@ struct WeightBoxPath {
   }
   static constexpr bool kBoxTiles = box_tiles_of<Cfg>();
 
-  /// TF32 blocks for a K (dy's channels, the GEMM's M) of at most half of Cfg's block M: half as
-  /// tall and twice as wide, so that fewer of each block's rows are idle (fp16/bf16 blocks are
-  /// 128 × 256 already).
-  using ShortBoxCfg = gemm::Config<Cfg::kBlockM / 2, Cfg::kBlockN * 2, Cfg::kBlockK,
-                                   (Cfg::kWarpsM > 1 ? Cfg::kWarpsM / 2 : 1), Cfg::kWarpsN * 2, Cfg::kStages>;
-  static constexpr bool short_boxes_available() {
+  /// TF32 blocks for a K (dy's channels, the GEMM's M) of at most half of Cfg's block M
+  /// (gemm::HalfTallTile; fp16/bf16 blocks are 128 rows tall already).
+  using HalfTallCfg = gemm::HalfTallTile<Cfg>;
+  static constexpr bool half_tall_available() {
     if constexpr (sizeof(T) != 4 || Cfg::kWarpsM < 2) {
       return false;
     } else {
-      return box_tiles_of<ShortBoxCfg>() && gemm::tma_kernel_supported<ShortBoxCfg, BoxA, BoxB>();
+      return box_tiles_of<HalfTallCfg>() && gemm::tma_kernel_supported<HalfTallCfg, BoxA, BoxB>();
     }
   }
-  static bool short_boxes(const Problem& problem) {
-    return short_boxes_available() && problem.params.K <= ShortBoxCfg::kBlockM;
+  static bool half_tall(const Problem& problem) {
+    return half_tall_available() && problem.params.K <= HalfTallCfg::kBlockM;
   }
 
-  /// fp16/bf16 blocks three-quarters as wide, with a stage more: for taps × Cp that 256-wide
-  /// blocks would pad by at least 20 % more columns than 192-wide ones (576 columns of a 3 × 3
-  /// filter over 64 channels: 768 against 576). A 192-wide K tile brings almost as many bytes and
-  /// barriers as a 256-wide one, so a small saving of columns does not pay (bench/log/conv.md).
-  using SlimBoxCfg =
-      gemm::Config<Cfg::kBlockM, Cfg::kBlockN * 3 / 4, Cfg::kBlockK, Cfg::kWarpsM, Cfg::kWarpsN, Cfg::kStages + 1>;
-  static constexpr bool slim_boxes_available() {
+  /// fp16/bf16 blocks three-quarters as wide, with a stage more (gemm::ThreeQuarterWideTile):
+  /// for taps × Cp that Cfg's blocks would pad by at least 20 % more columns than these (576
+  /// columns of a 3 × 3 filter over 64 channels: 768 against 576). A K tile of these brings
+  /// almost as many bytes and barriers as one of Cfg's, so a small saving of columns does not pay.
+  using ThreeQuarterWideCfg = gemm::ThreeQuarterWideTile<Cfg>;
+  static constexpr bool three_quarter_wide_available() {
     // Nested, so that a configuration without whole panels (AMD's) never instantiates the
     // TMA kernel's plan.
-    if constexpr (sizeof(T) != 2 || Cfg::kBlockN % 4 != 0 || !box_tiles_of<SlimBoxCfg>()) {
+    if constexpr (sizeof(T) != 2 || Cfg::kBlockN % 4 != 0 || !box_tiles_of<ThreeQuarterWideCfg>()) {
       return false;
     } else {
-      return gemm::tma_kernel_supported<SlimBoxCfg, BoxA, BoxB>();
+      return gemm::tma_kernel_supported<ThreeQuarterWideCfg, BoxA, BoxB>();
     }
   }
-  static bool slim_boxes(const Problem& problem) {
-    if (!slim_boxes_available()) return false;
+  static bool three_quarter_wide(const Problem& problem) {
+    if (!three_quarter_wide_available()) return false;
     const Index n = weight_extents<NDim>(problem, panel_channels<T>(problem.params.C)).n;
     const Index wide = round_up(n, static_cast<Index>(Cfg::kBlockN));
-    const Index slim = round_up(n, static_cast<Index>(SlimBoxCfg::kBlockN));
-    return wide * 5 >= slim * 6;
+    const Index narrower = round_up(n, static_cast<Index>(ThreeQuarterWideCfg::kBlockN));
+    return wide * 5 >= narrower * 6;
   }
 
   /// visit(BoxCfg{}) with the box path's configuration for `problem`.
   template <typename Visit>
   static auto with_config(const Problem& problem, Visit&& visit) {
-    if constexpr (short_boxes_available()) {
-      if (short_boxes(problem)) return visit(ShortBoxCfg{});
+    if constexpr (half_tall_available()) {
+      if (half_tall(problem)) return visit(HalfTallCfg{});
     }
-    if constexpr (slim_boxes_available()) {
-      if (slim_boxes(problem)) return visit(SlimBoxCfg{});
+    if constexpr (three_quarter_wide_available()) {
+      if (three_quarter_wide(problem)) return visit(ThreeQuarterWideCfg{});
     }
     return visit(Cfg{});
   }
