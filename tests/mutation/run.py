@@ -580,8 +580,10 @@ def parse_args(argv):
     cores = os.cpu_count() or 2
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workdir", nargs="?", default="/tmp/hipgrad-mutation", help="where the copies go (default %(default)s)")
-    p.add_argument("--jobs", type=int, default=0, help="copies built at once (default: cores / build-jobs)")
-    p.add_argument("--build-jobs", type=int, default=2, help="compile jobs per copy (default %(default)s)")
+    p.add_argument("--jobs", type=int, default=0,
+                   help="copies built at once (default: every copy, at most cores / 2)")
+    p.add_argument("--build-jobs", type=int, default=0,
+                   help="compile jobs per copy (default: the cores shared by the copies built at once, at least 2)")
     p.add_argument("--test-jobs", type=int, default=0, help="test binaries run at once (default: max(2, cores / 2))")
     p.add_argument("--only", default="", help="comma-separated mutation ids (the baseline always runs)")
     p.add_argument("--table", default="", help="also write the markdown table to this file")
@@ -598,7 +600,6 @@ def parse_args(argv):
     p.add_argument("--source", default=DEFAULT_SOURCE, help="the tree to copy (default: this checkout, %(default)s)")
     p.add_argument("--mutations", default=os.path.join(HERE, "mutations.py"), help="the mutation list")
     args = p.parse_args(argv)
-    args.jobs = args.jobs or max(1, cores // max(1, args.build_jobs))
     args.test_jobs = args.test_jobs or max(2, cores // 2)
     return args
 
@@ -668,6 +669,11 @@ def main(argv):
         variants.append(Variant(BASELINE, None, base_targets, base_filters))
     for m in mutations:
         variants.append(Variant(m["id"], m, list(m["targets"]), [(t, m["filter"][t]) for t in m["targets"]]))
+    # Every copy builds at once where the cores allow (at least two compile jobs each), and the
+    # copies share the cores: a few mutations use the whole machine.
+    cores = os.cpu_count() or 2
+    args.jobs = args.jobs or max(1, min(len(variants), cores // 2))
+    args.build_jobs = args.build_jobs or max(2, cores // args.jobs)
 
     # Apply (and, with --check, check the filters against the declared tests).
     overrides = {}

@@ -80,10 +80,7 @@ struct DataPlanner {
   /// of the pointers and device on this thread. The pointers' own checks are the caller's.
   static Plan find(const Problem& problem, const T* dy, const T* w, const T* dx) {
     thread_local RecentPlans<ConvPlanKey, Plan, 8> recent;
-    ConvPlanKey key = conv_plan_key(current_device_info(), problem);
-    for (const void* p : {static_cast<const void*>(dy), static_cast<const void*>(w), static_cast<const void*>(dx)})
-      key.add(static_cast<Index>(reinterpret_cast<std::uintptr_t>(p) % 16));
-    return recent.find_or_make(key, [&] { return make(problem, dy, w, dx); });
+    return recent.find_or_make(conv_call_key(problem, dy, w, dx), [&] { return make(problem, dy, w, dx); });
   }
 
   static Plan make(const Problem& problem, const T* dy, const T* w, const T* dx) {

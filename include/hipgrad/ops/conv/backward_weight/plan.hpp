@@ -61,10 +61,7 @@ struct WeightPlanner {
   /// the pointers and device on this thread. The pointers' own checks are the caller's.
   static Plan find(const Problem& problem, const T* x, const T* dy, const T* dw) {
     thread_local RecentPlans<ConvPlanKey, Plan, 8> recent;
-    ConvPlanKey key = conv_plan_key(current_device_info(), problem);
-    for (const void* p : {static_cast<const void*>(x), static_cast<const void*>(dy), static_cast<const void*>(dw)})
-      key.add(static_cast<Index>(reinterpret_cast<std::uintptr_t>(p) % 16));
-    return recent.find_or_make(key, [&] { return make(problem, x, dy, dw); });
+    return recent.find_or_make(conv_call_key(problem, x, dy, dw), [&] { return make(problem, x, dy, dw); });
   }
 
   static Plan make(const Problem& problem, const T* x, const T* dy, const T* dw) {

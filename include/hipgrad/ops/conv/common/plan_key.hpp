@@ -3,6 +3,7 @@
 ///        problem and the device, so that a hit is exactly the plan the call would make.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "hipgrad/core/device_info.hpp"
@@ -29,6 +30,15 @@ ConvPlanKey conv_plan_key(const DeviceInfo& device, const Problem<NDim>& problem
     for (const Index s : *strides) key.add(s);
   }
   key.add(static_cast<Index>(problem.algorithm)).add(problem.allow_tf32 ? 1 : 0).add(problem.split_k);
+  return key;
+}
+
+/// The key of one call: the problem, the current device, and each pointer's address modulo 16
+/// (the paths that load 16-byte vectors or TMA boxes depend on it).
+template <int NDim, typename... Pointers>
+ConvPlanKey conv_call_key(const Problem<NDim>& problem, const Pointers*... pointers) {
+  ConvPlanKey key = conv_plan_key(current_device_info(), problem);
+  (key.add(static_cast<Index>(reinterpret_cast<std::uintptr_t>(pointers) % 16)), ...);
   return key;
 }
 
