@@ -1,6 +1,8 @@
 # The ops layer tests no platform macro (docs/architecture.md): no header under
 # include/hipgrad/ops/ holds a preprocessor conditional; what differs between backends lives in
-# core/ and the GEMM's layers.
+# core/, primitives/ and the GEMM's arch/ and device/ layers. The GEMM's collective/ and kernel/
+# layers test only the features arch/ and primitives/ define (HIPGRAD_GEMM_*, HIPGRAD_CP_ASYNC),
+# never a platform or backend macro.
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/hipgrad/ops/*.hpp)
 set(offenders "")
 foreach(header IN LISTS headers)
@@ -18,3 +20,24 @@ if(offenders)
   message(FATAL_ERROR "ops headers that test the preprocessor:\n  ${listed}")
 endif()
 message("${count} ops headers, none with a preprocessor conditional")
+
+file(GLOB_RECURSE gemm_headers RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/hipgrad/gemm/collective/*.hpp
+     ${INCLUDE_DIR}/hipgrad/gemm/kernel/*.hpp)
+set(offenders "")
+foreach(header IN LISTS gemm_headers)
+  file(STRINGS ${INCLUDE_DIR}/${header} lines REGEX "^[ \t]*#[ \t]*(if|ifdef|ifndef|elif)")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "__CUDA|__HIP|__gfx|HIPGRAD_BACKEND_|__NVCC__|__clang__")
+      list(APPEND offenders "${header}: ${line}")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH gemm_headers gemm_count)
+if(gemm_count EQUAL 0)
+  message(FATAL_ERROR "no headers found under ${INCLUDE_DIR}/hipgrad/gemm/collective or kernel")
+endif()
+if(offenders)
+  string(REPLACE ";" "\n  " listed "${offenders}")
+  message(FATAL_ERROR "GEMM collective/kernel headers that test a platform macro:\n  ${listed}")
+endif()
+message("${gemm_count} GEMM collective and kernel headers, testing only feature macros")

@@ -25,7 +25,12 @@ namespace hipgrad {
 /// chunk `shared` and zero-fills the rest. Only the first valid_bytes bytes at `global` are read
 /// (none with 0: then `global` may be anything); with 16, `global` must be 16-byte aligned.
 HIPGRAD_DEVICE HIPGRAD_INLINE void copy_chunk(void* shared, const void* global, int valid_bytes) {
+// cp.async exists on NVIDIA sm_80 and later: the feature the layers above test.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define HIPGRAD_CP_ASYNC 1
+#endif
+
+#if defined(HIPGRAD_CP_ASYNC)
   if (valid_bytes == 16) {
     const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
@@ -46,7 +51,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void copy_chunk(void* shared, const void* global, 
   *static_cast<uint4*>(shared) = v;
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(HIPGRAD_CP_ASYNC)
 /// copy_chunk entirely by cp.async (NVIDIA sm_80 and later): the hardware reads `valid_bytes`
 /// and zero-fills the rest, so that the chunk lands with the thread's other copies (and an
 /// arrival that waits for them, mbarrier_arrive_when_copies_land, covers it too). `global` must
@@ -70,7 +75,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void copy_whole_chunk_async(void* shared, const vo
 
 /// Closes the group of copies issued since the last commit (one group per pipeline stage).
 HIPGRAD_DEVICE HIPGRAD_INLINE void commit_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(HIPGRAD_CP_ASYNC)
   asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
@@ -79,7 +84,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void commit_copies() {
 /// before other threads read what this thread copied.
 template <int kPending>
 HIPGRAD_DEVICE HIPGRAD_INLINE void wait_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(HIPGRAD_CP_ASYNC)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 #endif
 }

@@ -21,6 +21,10 @@
 namespace hipgrad::gemm {
 
 #if defined(HIPGRAD_BACKEND_CUDA)
+/// The backend encodes tensor maps and passes them to kernels as __grid_constant__ parameters:
+/// the TMA operands and the warp-specialised kernels that take them exist (their bodies run
+/// only where HIPGRAD_GEMM_TMA). The layers above test this, not the backend.
+#define HIPGRAD_GEMM_TENSOR_MAPS 1
 /// A tensor map as the driver encodes it (128 bytes, 64-byte aligned).
 using TensorMap = CUtensorMap;
 #else

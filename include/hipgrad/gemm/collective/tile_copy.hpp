@@ -9,6 +9,7 @@
 #include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/gemm/collective/operand_loader.hpp"
 #include "hipgrad/gemm/collective/pipeline.hpp"
+#include "hipgrad/primitives/async_copy.hpp"
 
 namespace hipgrad::gemm {
 
@@ -29,7 +30,7 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void copy_tile_chunk(char* tile, const Loader& loa
   const VectorSource<T> source = loader.vector(mn, k, Tile::kChunkElements);
   char* destination = tile + Tile::Layout::chunk_offset(row, chunk);
   const int valid_bytes = source.valid * static_cast<int>(sizeof(T));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(HIPGRAD_CP_ASYNC)
   if constexpr (kAllAsync) {
     copy_chunk_async(destination, source.pointer, valid_bytes);
     return;

@@ -14,7 +14,7 @@
 
 namespace hipgrad::gemm {
 
-#if defined(HIPGRAD_BACKEND_CUDA)
+#if defined(HIPGRAD_GEMM_TENSOR_MAPS)
 
 /// A dense operand (row- or column-major, see DenseOperand) with a tensor map for TMA copies of
 /// Tile-shaped boxes. Passed to kernels as a __grid_constant__ parameter: TMA reads the map from
@@ -32,7 +32,7 @@ struct TmaOperand {
   HIPGRAD_HOST_DEVICE int k_size() const { return dense.k_size(); }
 };
 
-#endif  // HIPGRAD_BACKEND_CUDA
+#endif  // HIPGRAD_GEMM_TENSOR_MAPS
 
 /// The TMA form of an operand loader: `type` (with a tensor map, built by make_tma_operand) where
 /// kAvailable. Only dense operands have one, in the CUDA backend; gathered loaders (implicit
@@ -41,7 +41,7 @@ template <typename Loader>
 struct TmaOperandOf {
   static constexpr bool kAvailable = false;
 };
-#if defined(HIPGRAD_BACKEND_CUDA)
+#if defined(HIPGRAD_GEMM_TENSOR_MAPS)
 template <typename T, bool kKContiguous>
 struct TmaOperandOf<DenseOperand<T, kKContiguous>> {
   static constexpr bool kAvailable = true;

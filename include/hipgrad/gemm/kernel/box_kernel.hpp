@@ -6,13 +6,14 @@
 
 #include "hipgrad/core/config.hpp"
 #include "hipgrad/core/hip_runtime.hpp"
+#include "hipgrad/gemm/arch/tma.hpp"
 #include "hipgrad/gemm/collective/box_producer.hpp"
 #include "hipgrad/gemm/kernel/grouped_tiles.hpp"
 #include "hipgrad/gemm/kernel/warp_specialised_kernel.hpp"
 
 namespace hipgrad::gemm {
 
-#if defined(HIPGRAD_BACKEND_CUDA)
+#if defined(HIPGRAD_GEMM_TENSOR_MAPS)
 
 /// The warp-specialised kernel over grouped sub-problems of box operands: the persistent grid and
 /// threads of the TMA kernel, box_kernel_shared_bytes of shared memory, no K split.
@@ -31,6 +32,6 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
   __trap();
 }
 
-#endif  // HIPGRAD_BACKEND_CUDA
+#endif  // HIPGRAD_GEMM_TENSOR_MAPS
 
 }  // namespace hipgrad::gemm

@@ -59,8 +59,9 @@ struct WarpSpecialisedKernel {
   /// The block's part of one product (ProductSchedule) or of several (GroupedSchedule).
   template <typename Schedule>
   HIPGRAD_DEVICE static void run(char* shared, const Schedule& schedule) {
-    static_assert(is_producer<Producer, Ring, Schedule>::value,
-                  "a producer provides kRegisters, kArrivals, kFenceStages, kSharedBytes and produce(ring, schedule, thread)");
+    static_assert(
+        is_producer<Producer, Ring, Schedule>::value,
+        "a producer provides kRegisters, kArrivals, kFenceStages, kSharedBytes and produce(ring, schedule, thread)");
     char* after_barriers = shared + Cfg::kStages * (kStageBytes + 16);
     const Ring ring{shared, reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes),
                     reinterpret_cast<std::uint64_t*>(shared + Cfg::kStages * kStageBytes) + Cfg::kStages,
@@ -121,7 +122,7 @@ enum class StageProducer {
   kGather,  ///< cp.async through operand loaders
 };
 
-#if defined(HIPGRAD_BACKEND_CUDA)
+#if defined(HIPGRAD_GEMM_TENSOR_MAPS)
 
 /// The warp-specialised tile GEMM (sm_90a): a persistent grid of at most one block per
 /// multiprocessor walking tiles_m·tiles_n·splits work items, tma_kernel_threads<Cfg>() threads,
@@ -163,6 +164,6 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
   __trap();
 }
 
-#endif  // HIPGRAD_BACKEND_CUDA
+#endif  // HIPGRAD_GEMM_TENSOR_MAPS
 
 }  // namespace hipgrad::gemm
