@@ -33,13 +33,14 @@
   HIPGRAD_CONV_DIRECT_WEIGHT_LAUNCH(prefix, hipgrad::half, NDim)                \
   HIPGRAD_CONV_DIRECT_WEIGHT_LAUNCH(prefix, hipgrad::bfloat16, NDim)
 
-// The plain-GEMM path of 1×1 problems, the same for every rank.
-#define HIPGRAD_CONV_PLAIN_GEMM_INSTANCES(prefix)                                                                \
-  prefix template struct hipgrad::conv::detail::PlainGemmRunner<float, hipgrad::gemm::DefaultConfigFor<float>>;  \
-  prefix template struct hipgrad::conv::detail::PlainGemmRunner<hipgrad::half,                                   \
-                                                                hipgrad::gemm::DefaultConfigFor<hipgrad::half>>; \
-  prefix template struct hipgrad::conv::detail::PlainGemmRunner<hipgrad::bfloat16,                               \
-                                                                hipgrad::gemm::DefaultConfigFor<hipgrad::bfloat16>>;
+// The plain-GEMM path of 1×1 problems and the unfolded route's GEMMs, the same for every rank.
+#define HIPGRAD_CONV_GEMM_RUNNERS(prefix, T)                                                            \
+  prefix template struct hipgrad::conv::detail::PlainGemmRunner<T, hipgrad::gemm::DefaultConfigFor<T>>; \
+  prefix template struct hipgrad::conv::detail::UnfoldGemms<T, hipgrad::gemm::DefaultConfigFor<T>>;
+#define HIPGRAD_CONV_PLAIN_GEMM_INSTANCES(prefix)  \
+  HIPGRAD_CONV_GEMM_RUNNERS(prefix, float)         \
+  HIPGRAD_CONV_GEMM_RUNNERS(prefix, hipgrad::half) \
+  HIPGRAD_CONV_GEMM_RUNNERS(prefix, hipgrad::bfloat16)
 
 HIPGRAD_CONV_PLAIN_GEMM_INSTANCES(extern)
 HIPGRAD_CONV_BACKWARD_DATA_INSTANCES(extern, 1)

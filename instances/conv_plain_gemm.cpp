@@ -1,6 +1,7 @@
 /// @file conv_plain_gemm.cpp
-/// @brief The convolution ops' plain-GEMM path (1×1 problems) for fp32, fp16 and bf16,
-///        instantiated once for the tests, examples and benchmarks (conv_instances.hpp).
+/// @brief The convolution ops' plain-GEMM path (1×1 problems) and the unfolded route's GEMMs for
+///        fp32, fp16 and bf16, instantiated once for the tests, examples and benchmarks
+///        (conv_instances.hpp).
 
 #include "conv_instances.hpp"
 

@@ -35,6 +35,9 @@ CONV_DIRECT = "ConvDirect*"
 # kAuto's packed groups: the index map and the packed problems on the CPU (ConvPackedGroups), both
 # ops packed on the GPU (ConvPackedGroupsTest).
 CONV_PACKED = "ConvPackedGroups*"
+# kAuto's unfolded windows: the index maps on the CPU against the reference (ConvUnfold), both ops
+# unfolded on the GPU (ConvUnfoldTest).
+CONV_UNFOLD = "ConvUnfold*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -543,5 +546,34 @@ MUTATIONS = [
         new="const std::int64_t g = (i / wide_k) * p.groups + (block > 1 ? block : 0);",
         targets=CONV,
         filter={"test_conv": CONV_PACKED},
+    ),
+    # The unfolded route's copies: their index maps run on the host against the reference
+    # (ConvUnfold.IndexMapsGiveTheReference) and in the kernels on the GPU (ConvUnfoldTest).
+    dict(
+        id="conv_unfold_zero_fill_boundary",
+        bug="conv unfolded windows: a window's position one past x's end read instead of zero-filled",
+        file="include/hipgrad/ops/conv/common/unfold_kernels.hpp",
+        old="if (at < 0 || at >= u.input[d]) return -1;",
+        new="if (at < 0 || at > u.input[d]) return -1;",
+        targets=CONV,
+        filter={"test_conv": CONV_UNFOLD},
+    ),
+    dict(
+        id="conv_unfold_w_stride_for_every_dimension",
+        bug="conv unfolded windows: x's last spatial stride (W's) used for every spatial dimension",
+        file="include/hipgrad/ops/conv/common/unfold_kernels.hpp",
+        old="c.delta += static_cast<std::int64_t>(c.reach[d]) * u.strides[3 + d];",
+        new="c.delta += static_cast<std::int64_t>(c.reach[d]) * u.strides[2 + NDim];",
+        targets=CONV,
+        filter={"test_conv": CONV_UNFOLD},
+    ),
+    dict(
+        id="conv_fold_last_tap_dropped",
+        bug="conv unfolded backward-data: the fold leaves each dimension's last filter tap out of the dx sums",
+        file="include/hipgrad/ops/conv/common/unfold_kernels.hpp",
+        old="for (; f < u.filter[D]; f += p.tap_step[D]) {",
+        new="for (; f < u.filter[D] - 1; f += p.tap_step[D]) {",
+        targets=CONV,
+        filter={"test_conv": CONV_UNFOLD},
     ),
 ]

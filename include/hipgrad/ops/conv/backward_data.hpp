@@ -20,7 +20,9 @@
 /// at a time on the SIMT path. Each dx element is one thread's sum in a fixed order: results are bitwise
 /// repeatable. Groups of few channels take the direct kernels instead (direct/, Algorithm::kDirect;
 /// kAuto's rule: direct/heuristics.hpp), or, under kAuto, several of them packed into one
-/// block-diagonal group on the box path (common/packed_groups.hpp).
+/// block-diagonal group on the box path (common/packed_groups.hpp). Under kAuto a group whose C
+/// no 16-byte vector holds whole (a stem's 3 channels) is unfolded: Y = dy · w's columns in one
+/// dense GEMM, folded into dx (common/unfold.hpp).
 #pragma once
 
 #include <cstddef>
@@ -92,6 +94,7 @@ class BackwardData {
         return op + "_packed" + std::to_string(plan.packed_groups) + packed.substr(op.size());
       }
       case Route::kDirect: return op + "_direct_" + direct::data_plan_name(plan.direct);
+      case Route::kUnfolded: return op + "_unfolded_gemm_" + gemm::tile_gemm_kernel_name<Cfg>(plan.unfolded);
       case Route::kBoxes:
         return Tiles::with_box_tile(plan.tile, [&](auto cfg) {
           gemm::TileGemmPlan tma;
@@ -129,7 +132,7 @@ class BackwardData {
     detail::PackedWeightParams<T, NDim> spread = detail::packed_weight_params<T, NDim>(problem, groups, true);
     T* w = detail::packed_weight_in<T>(workspace);
     spread.from = args.w, spread.to = w;
-    HIPGRAD_RETURN_IF_ERROR(detail::launch_packed_weight_copy(spread, stream));
+    HIPGRAD_RETURN_IF_ERROR(detail::launch_mapped_copy(spread, stream));
     return run(detail::packed_problem(problem, groups), Args{args.dy, w, args.dx},
                static_cast<unsigned char*>(workspace) + weight_bytes, bytes - weight_bytes, stream);
   }

@@ -24,7 +24,9 @@
 /// elsewhere elements are read one at a time on the SIMT path. Groups of few channels take the
 /// direct kernels instead (direct/, Algorithm::kDirect; kAuto's rule: direct/heuristics.hpp), or,
 /// under kAuto, several of them packed into one block-diagonal group on the box path, whose dw
-/// diagonal blocks are copied out (common/packed_groups.hpp).
+/// diagonal blocks are copied out (common/packed_groups.hpp). Under kAuto a group whose C no
+/// 16-byte vector holds whole (a stem's 3 channels) is unfolded: x's windows become the columns
+/// of one dense GEMM (common/unfold.hpp).
 #pragma once
 
 #include <cstddef>
@@ -93,6 +95,9 @@ class BackwardWeight {
         return op + "_packed" + std::to_string(plan.packed_groups) + packed.substr(op.size());
       }
       case Route::kDirect: return op + "_direct_" + direct::weight_plan_name(plan.direct);
+      case Route::kUnfolded:
+        return op + "_unfolded_gemm_" + gemm::tile_gemm_kernel_name<Cfg>(plan.unfolded) + "_split" +
+               std::to_string(plan.splits);
       case Route::kBoxes:
         return Planner::Boxes::with_config(problem, [&](auto config) {
           gemm::TileGemmPlan tma;
@@ -151,7 +156,7 @@ class BackwardWeight {
                                 static_cast<unsigned char*>(workspace) + weight_bytes, bytes - weight_bytes, stream));
     detail::PackedWeightParams<T, NDim> gather = detail::packed_weight_params<T, NDim>(problem, groups, false);
     gather.from = packed_dw, gather.to = args.dw;
-    return detail::launch_packed_weight_copy(gather, stream);
+    return detail::launch_mapped_copy(gather, stream);
   }
 };
 

@@ -54,6 +54,8 @@ Status launch_data_plan(const typename DataPlanner<T, NDim, Tiles>::Plan& plan, 
       return Tiles::with_box_tile(plan.tile, [&](auto cfg) {
         return launch_data_boxes<T, NDim, decltype(cfg)>(problem, dy, w, dx, workspace, bytes, stream);
       });
+    case DataRoute::kUnfolded:
+      return launch_unfolded_data<T, NDim, typename Tiles::Wide>(plan.unfolded, problem, dy, w, dx, workspace, stream);
     case DataRoute::kPlainGemm:
       return PlainGemmRunner<T, typename Tiles::Wide>::launch(plan.plain, plain_gemm(problem, dy, w, dx), stream);
     case DataRoute::kGathered:

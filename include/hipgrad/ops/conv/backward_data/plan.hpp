@@ -1,6 +1,6 @@
 /// @file plan.hpp
-/// @brief Host: backward-data's plan — the route a call takes (direct kernels, packed groups, TMA
-///        boxes, a plain GEMM, the grouped gather GEMM), its tiles, its workspace and its status,
+/// @brief Host: backward-data's plan — the route a call takes (direct kernels, packed groups,
+///        unfolded windows, TMA boxes, a plain GEMM, the grouped gather GEMM), its tiles, its workspace and its status,
 ///        made once per problem, pointer alignment and device on the calling thread.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
 #include "hipgrad/ops/conv/common/plain_gemm.hpp"
 #include "hipgrad/ops/conv/common/plan_key.hpp"
+#include "hipgrad/ops/conv/common/unfold.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/gemm/device/box_launcher.hpp"
@@ -29,7 +30,7 @@
 namespace hipgrad::conv::detail {
 
 /// The path a backward-data call takes.
-enum class DataRoute { kDirect, kPacked, kBoxes, kPlainGemm, kGathered };
+enum class DataRoute { kDirect, kPacked, kUnfolded, kBoxes, kPlainGemm, kGathered };
 
 /// A backward-data call's plan. `tile` indexes the configurations DataTiles lists.
 template <typename DirectPlan>
@@ -41,7 +42,8 @@ struct DataPlan {
   bool vectors = false;       ///< kGathered: operand vectors along contiguous channels
   std::size_t workspace = 0;  ///< workspace_size(problem): what any pointers need
   DirectPlan direct{};
-  gemm::TileGemmPlan plain{};
+  gemm::TileGemmPlan plain{};     ///< kPlainGemm
+  gemm::TileGemmPlan unfolded{};  ///< kUnfolded: Y = dy · w's columns
   gemm::GroupedGemmPlan gathered{};
 };
 
@@ -92,6 +94,8 @@ struct DataPlanner {
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, dy)) > 1) return plan.route = DataRoute::kPacked, plan;
     if (direct) return plan.route = DataRoute::kDirect, plan;
+    if (unfolds<T>(problem) && (plan.unfolded = unfolded_plan(problem, dy)).status.is_ok())
+      return plan.route = DataRoute::kUnfolded, plan;
     bool boxes = false;
     if (!(plan.status = box_choice(problem, dy, w, &boxes)).is_ok()) return plan;
     if (boxes) return plan.route = DataRoute::kBoxes, plan.tile = Tiles::box_tile(problem.params.C), plan;
@@ -140,10 +144,21 @@ struct DataPlanner {
   }
 
   /// The launch's table, and on the box path the maps; where kAuto may pack groups, the packed
-  /// weight and the packed problem's, if larger.
+  /// weight and the packed problem's, and where it may unfold, w's columns and Y, if larger.
   static std::size_t workspace_size(const Problem& problem) {
-    return workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
-                                     [](const Problem& packed) { return workspace_size(packed); });
+    const std::size_t own = workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
+                                                      [](const Problem& packed) { return workspace_size(packed); });
+    const std::size_t unfolded = unfolds<T>(problem) ? unfold_data_workspace<T>(problem).total : 0;
+    return unfolded > own ? unfolded : own;
+  }
+
+  using UnfoldedGemms = UnfoldGemms<T, typename Tiles::Wide>;
+  /// The unfolded route's GEMM for dy (w's columns and Y in the workspace).
+  static gemm::TileGemmPlan unfolded_plan(const Problem& problem, const T* dy) {
+    const UnfoldShape s = unfold_shape<T>(problem);
+    const auto g = UnfoldedGemms::data(s, s.dy_packed ? unfold_stand_in<T>() : dy, unfold_stand_in<T>(),
+                                       const_cast<float*>(unfold_stand_in<float>()));
+    return UnfoldedGemms::plan_data(g, gemm_request<T>(problem));
   }
 
   /// The sub-problem table, then the maps (w's, and dy's: one per phase at most), 128-byte aligned.

@@ -46,6 +46,8 @@ Status launch_weight_plan(const typename WeightPlanner<T, NDim, Cfg>::Plan& plan
       if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) != 0)
         return Status::invalid_argument("the workspace must be aligned to 4 bytes (it holds fp32 sums)");
       return direct::launch_backward_weight(plan.direct, x, dy, dw, static_cast<float*>(workspace), stream);
+    case WeightRoute::kUnfolded:
+      return launch_unfolded_weight<T, NDim, Cfg>(plan.unfolded, plan.splits, problem, x, dy, dw, workspace, stream);
     case WeightRoute::kBoxes:
       return WeightPlanner<T, NDim, Cfg>::Boxes::run(problem, x, dy, dw, plan.boxes, workspace, stream);
     case WeightRoute::kGathered:

@@ -1,6 +1,6 @@
 /// @file plan.hpp
 /// @brief Host: backward-weight's plan — the route a call takes (direct kernels, packed groups,
-///        TMA boxes, the grouped gather GEMM), its splits, its workspace and its status, made once
+///        unfolded windows, TMA boxes, the grouped gather GEMM), its splits, its workspace and its status, made once
 ///        per problem, pointer alignment and device on the calling thread.
 #pragma once
 
@@ -19,6 +19,7 @@
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
 #include "hipgrad/ops/conv/common/plan_key.hpp"
+#include "hipgrad/ops/conv/common/unfold.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/gemm/device/grouped_launcher.hpp"
@@ -27,7 +28,7 @@
 namespace hipgrad::conv::detail {
 
 /// The path a backward-weight call takes.
-enum class WeightRoute { kDirect, kPacked, kBoxes, kGathered };
+enum class WeightRoute { kDirect, kPacked, kUnfolded, kBoxes, kGathered };
 
 /// A backward-weight call's plan.
 template <typename DirectPlan, typename BoxGeometry>
@@ -39,7 +40,8 @@ struct WeightPlan {
   int splits = 1;             ///< the GEMM's splits along the output positions (kDirect: slices)
   std::size_t workspace = 0;  ///< workspace_size(problem): what any pointers need
   DirectPlan direct{};
-  BoxGeometry boxes{};  ///< kBoxes
+  BoxGeometry boxes{};            ///< kBoxes
+  gemm::TileGemmPlan unfolded{};  ///< kUnfolded: dw's columns = dyᵀ · x's columns
 };
 
 /// Backward-weight's planner (Cfg: the matrix paths' tiles): every decision of a call is made
@@ -73,6 +75,8 @@ struct WeightPlanner {
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, x, dy)) > 1) return plan.route = WeightRoute::kPacked, plan;
     if (direct) return plan.route = WeightRoute::kDirect, plan.splits = plan.direct.slices(), plan;
+    if (unfolds<T>(problem) && (plan.unfolded = unfolded_plan(problem, dy)).status.is_ok())
+      return plan.route = WeightRoute::kUnfolded, plan.splits = unfolded_splits(problem), plan;
     plan.boxes = Boxes::geometry(problem);
     bool boxes = false;
     if (!(plan.status = Boxes::choose(problem, x, dy, plan.boxes, &boxes)).is_ok()) return plan;
@@ -131,10 +135,36 @@ struct WeightPlanner {
     return boxes > other ? boxes : other;
   }
 
-  /// The above; where kAuto may pack groups, the packed dw and the packed problem's, if larger.
+  /// The above; where kAuto may pack groups, the packed dw and the packed problem's, and where
+  /// it may unfold, the columns, dw's columns and their splits' partials, if larger.
   static std::size_t workspace_size(const Problem& problem) {
-    return workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
-                                     [](const Problem& packed) { return workspace_size(packed); });
+    const std::size_t own = workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
+                                                      [](const Problem& packed) { return workspace_size(packed); });
+    const std::size_t unfolded =
+        unfolds<T>(problem) ? unfold_weight_workspace<T>(problem, unfolded_splits(problem)).total : 0;
+    return unfolded > own ? unfolded : own;
+  }
+
+  using UnfoldedGemms = UnfoldGemms<T, Cfg>;
+  /// The unfolded GEMM's splits along the rows: problem.split_k, or auto_splits of its tiles.
+  static int unfolded_splits(const Problem& problem) {
+    if (problem.split_k > 0) return problem.split_k;
+    const UnfoldShape s = unfold_shape<T>(problem);
+    const Index tiles = ceil_div(problem.params.K, static_cast<Index>(Cfg::kBlockM)) *
+                        ceil_div(static_cast<Index>(s.row_columns), static_cast<Index>(Cfg::kBlockN));
+    const DeviceInfo& device = current_device_info();
+    const int splits = auto_splits(tiles, s.rows, problem.params.K * s.row_columns, Cfg::kBlockK,
+                                   device.known ? device.multiprocessors : 1);
+    return splits < kMaxSplits ? splits : kMaxSplits;
+  }
+  /// The unfolded route's GEMM for dy (the columns and dw's columns in the workspace).
+  static gemm::TileGemmPlan unfolded_plan(const Problem& problem, const T* dy) {
+    const UnfoldShape s = unfold_shape<T>(problem);
+    const auto g = UnfoldedGemms::weight(s, s.dy_packed ? unfold_stand_in<T>() : dy, unfold_stand_in<T>(),
+                                         const_cast<T*>(unfold_stand_in<T>()));
+    gemm::TileGemmRequest request = gemm_request<T>(problem);
+    request.split_k = unfolded_splits(problem);
+    return UnfoldedGemms::plan_weight(g, request);
   }
 
   /// not_supported where the GEMM does not fit the tile GEMM's 32-bit extents.

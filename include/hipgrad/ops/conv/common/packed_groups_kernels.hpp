@@ -1,8 +1,8 @@
 /// @file packed_groups_kernels.hpp
-/// @brief Device: the copies between a weight in the caller's strides and its block-diagonal
-///        packing (packed_groups.hpp): spread w into the packed weight, zeros off the diagonal
-///        blocks (backward-data), and gather dw from the packed dw's diagonal blocks
-///        (backward-weight); and their host launch.
+/// @brief Device: the index map between a weight in the caller's strides and its block-diagonal
+///        packing (packed_groups.hpp), for mapped_copy.hpp's copies: spread w into the packed
+///        weight, zeros off the diagonal blocks (backward-data), and gather dw from the packed
+///        dw's diagonal blocks (backward-weight).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/numeric_types.hpp"
 #include "hipgrad/core/status.hpp"
+#include "hipgrad/ops/conv/common/mapped_copy.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 
 namespace hipgrad::conv::detail {
@@ -52,19 +53,10 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::int64_t packed_weight_source(const Packe
   return offset;
 }
 
-/// One thread per packed element: spread writes every packed element, gather every caller element
-/// (each the source of one diagonal element).
+/// mapped_copy_kernel's map of the packed weight.
 template <typename T, int NDim>
-__global__ void __launch_bounds__(256) packed_weight_kernel(const PackedWeightParams<T, NDim> p) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < p.elements; i += step) {
-    const std::int64_t source = packed_weight_source(p, i);
-    if (p.spread) {
-      p.to[i] = source < 0 ? type_convert<T>(0.0f) : p.from[source];
-    } else if (source >= 0) {
-      p.to[source] = p.from[i];
-    }
-  }
+HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::int64_t mapped_offset(const PackedWeightParams<T, NDim>& p, std::int64_t i) {
+  return packed_weight_source(p, i);
 }
 
 /// The copy's parameters for `problem` (unpacked) packed by `groups`.
@@ -78,15 +70,6 @@ PackedWeightParams<T, NDim> packed_weight_params(const Problem<NDim>& problem, i
   for (int d = 0; d < 3 + NDim; ++d) p.strides[d] = problem.weight_strides[static_cast<std::size_t>(d)];
   p.elements = cp.G * cp.K * cp.C * p.taps * groups;
   return p;
-}
-
-/// Launches the copy of `p` (from and to set) on `stream`.
-template <typename T, int NDim>
-Status launch_packed_weight_copy(const PackedWeightParams<T, NDim>& p, hipStream_t stream) {
-  const std::int64_t blocks = std::min<std::int64_t>(ceil_div<std::int64_t>(p.elements, 256), 65536);
-  packed_weight_kernel<T, NDim><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p);
-  HIPGRAD_RETURN_IF_LAUNCH_ERROR("packed_weight_kernel");
-  return Status::ok();
 }
 
 }  // namespace hipgrad::conv::detail
