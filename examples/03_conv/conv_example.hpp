@@ -34,8 +34,8 @@ constexpr const char* kOptionsHelp =
     "  --dtype=fp16|bf16|fp32        dy, w and dx (default fp16)\n"
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
-    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes or direct (a forced one that cannot run is\n"
-    "                                an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes, direct or unfold (a forced\n"
+    "                                one that cannot run is an error)\n"
     "  --repeats=20                  timed runs (default: the time argument if > 1, else 20)\n";
 constexpr const char* kWeightOptionsHelp =
     "options:\n"
@@ -43,8 +43,8 @@ constexpr const char* kWeightOptionsHelp =
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
     "  --split-k=auto                splits of the reduction over N and the output positions: a count, or auto\n"
-    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes or direct (a forced one that cannot run is\n"
-    "                                an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes, direct or unfold (a forced\n"
+    "                                one that cannot run is an error)\n"
     "  --repeats=20                  timed runs (default: the time argument if > 1, else 20)\n";
 
 /// The command line's convolution, dtype and options; `grouped`: the sizes start NDim G N K C.
@@ -81,15 +81,14 @@ inline Status parse_layout(const std::string& text, hc::ConvLayout* layout) {
 }
 
 inline Status parse_algorithm(const std::string& text, hc::Algorithm* algorithm) {
-  for (hc::Algorithm a : {hc::Algorithm::kAuto, hc::Algorithm::kGather, hc::Algorithm::kMatrix, hc::Algorithm::kSimt,
-                          hc::Algorithm::kTmaBoxes, hc::Algorithm::kDirect}) {
-    if (text == hc::algorithm_name(a)) {
-      *algorithm = a;
+  for (int a = 0; a <= static_cast<int>(hc::kLastAlgorithm); ++a) {
+    if (text == hc::algorithm_name(static_cast<hc::Algorithm>(a))) {
+      *algorithm = static_cast<hc::Algorithm>(a);
       return Status::ok();
     }
   }
   return Status::invalid_argument("bad option --algorithm=" + text +
-                                  ": expected auto, gather, matrix, simt, tma_boxes or direct");
+                                  ": expected auto, gather, matrix, simt, tma_boxes, direct or unfold");
 }
 
 /// Reads the sizes (NDim, [G,] N, K, C and 6·NDim spatial values) and the options; `weight`:

@@ -73,6 +73,31 @@ TEST(ConvUnfold, RuleTakesFewAndOddChannels) {
   EXPECT_FALSE(unfolds(Problem<2>::packed(stem(21, 64))));  // 49 taps × 21 = 1029 columns
 }
 
+TEST(ConvUnfold, ForcedRefusesWithAReason) {
+  // What the route cannot run is refused before any plan of its GEMM: with the reason.
+  auto refusal = [](ConvParams<2> p) {
+    Problem<2> problem = Problem<2>::packed(p);
+    problem.algorithm = Algorithm::kUnfold;
+    using Op = hipgrad::conv::BackwardData<hipgrad::half, 2>;
+    const auto args = hipgrad::test::far_apart_args<Op::Args, hipgrad::half>();
+    const hipgrad::Status data = Op::can_implement(problem, args);
+    const hipgrad::Status weight = hipgrad::conv::BackwardWeight<hipgrad::half, 2>::can_implement(
+        problem, hipgrad::test::far_apart_args<hipgrad::conv::BackwardWeight<hipgrad::half, 2>::Args, hipgrad::half>());
+    EXPECT_EQ(data.to_string(), weight.to_string());
+    return data;
+  };
+  const ConvParams<2> stem = conv_params<2>(1, 2, 64, 3, {7, 7}, {32, 32}, {2, 2}, {1, 1}, {3, 3}, {3, 3});
+  ConvParams<2> grouped = stem, wide = stem, many = stem;
+  grouped.G = 2, wide.C = 21, many.K = 1032;
+  for (const auto& [p, reason] :
+       {std::pair{grouped, "one group"}, std::pair{wide, "1024 taps times C"}, std::pair{many, "1024 channels K"}}) {
+    const hipgrad::Status s = refusal(p);
+    EXPECT_EQ(s.code(), hipgrad::StatusCode::kNotSupported) << s.to_string();
+    EXPECT_NE(s.message().find("algorithm unfold cannot run: "), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find(reason), std::string::npos) << s.to_string();
+  }
+}
+
 /// The kernels' index maps on the host against the CPU reference, both ops, integer data.
 template <int NDim>
 void expect_unfolding_exact(const ConvParams<NDim>& p, ConvLayout x_layout, ConvLayout w_layout, std::uint64_t seed,

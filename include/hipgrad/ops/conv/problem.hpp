@@ -201,10 +201,12 @@ enum class Algorithm {
               ///< (sm_90a, channels contiguous; both ops; kAuto's rules: docs/conv.md)
   kDirect,    ///< direct kernels for few channels per group (ops/conv/direct/): any GPU, any
               ///< layout; kAuto's rule: direct/heuristics.hpp
+  kUnfold,    ///< x's windows unfolded into the columns of one dense GEMM (common/unfold.hpp):
+              ///< one group, at most 1024 taps × C and 1024 K; kAuto's rule: C not whole vectors
 };
 
 /// The last Algorithm, for loops over them all.
-inline constexpr Algorithm kLastAlgorithm = Algorithm::kDirect;
+inline constexpr Algorithm kLastAlgorithm = Algorithm::kUnfold;
 
 inline const char* algorithm_name(Algorithm a) {
   switch (a) {
@@ -214,6 +216,7 @@ inline const char* algorithm_name(Algorithm a) {
     case Algorithm::kSimt: return "simt";
     case Algorithm::kTmaBoxes: return "tma_boxes";
     case Algorithm::kDirect: return "direct";
+    case Algorithm::kUnfold: return "unfold";
   }
   return "unknown";
 }

@@ -94,8 +94,10 @@ struct DataPlanner {
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, dy)) > 1) return plan.route = DataRoute::kPacked, plan;
     if (direct) return plan.route = DataRoute::kDirect, plan;
-    if (unfolds<T>(problem) && (plan.unfolded = unfolded_plan(problem, dy)).status.is_ok())
-      return plan.route = DataRoute::kUnfolded, plan;
+    bool unfold = false;
+    const auto unfold_gemm = [&] { return unfolded_plan(problem, dy); };
+    if (!(plan.status = choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold)).is_ok()) return plan;
+    if (unfold) return plan.route = DataRoute::kUnfolded, plan;
     bool boxes = false;
     if (!(plan.status = box_choice(problem, dy, w, &boxes)).is_ok()) return plan;
     if (boxes) return plan.route = DataRoute::kBoxes, plan.tile = Tiles::box_tile(problem.params.C), plan;
@@ -148,7 +150,7 @@ struct DataPlanner {
   static std::size_t workspace_size(const Problem& problem) {
     const std::size_t own = workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
                                                       [](const Problem& packed) { return workspace_size(packed); });
-    const std::size_t unfolded = unfolds<T>(problem) ? unfold_data_workspace<T>(problem).total : 0;
+    const std::size_t unfolded = may_unfold<T>(problem) ? unfold_data_workspace<T>(problem).total : 0;
     return unfolded > own ? unfolded : own;
   }
 

@@ -75,8 +75,10 @@ struct WeightPlanner {
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, x, dy)) > 1) return plan.route = WeightRoute::kPacked, plan;
     if (direct) return plan.route = WeightRoute::kDirect, plan.splits = plan.direct.slices(), plan;
-    if (unfolds<T>(problem) && (plan.unfolded = unfolded_plan(problem, dy)).status.is_ok())
-      return plan.route = WeightRoute::kUnfolded, plan.splits = unfolded_splits(problem), plan;
+    bool unfold = false;
+    const auto unfold_gemm = [&] { return unfolded_plan(problem, dy); };
+    if (!(plan.status = choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold)).is_ok()) return plan;
+    if (unfold) return plan.route = WeightRoute::kUnfolded, plan.splits = unfolded_splits(problem), plan;
     plan.boxes = Boxes::geometry(problem);
     bool boxes = false;
     if (!(plan.status = Boxes::choose(problem, x, dy, plan.boxes, &boxes)).is_ok()) return plan;
@@ -141,7 +143,7 @@ struct WeightPlanner {
     const std::size_t own = workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
                                                       [](const Problem& packed) { return workspace_size(packed); });
     const std::size_t unfolded =
-        unfolds<T>(problem) ? unfold_weight_workspace<T>(problem, unfolded_splits(problem)).total : 0;
+        may_unfold<T>(problem) ? unfold_weight_workspace<T>(problem, unfolded_splits(problem)).total : 0;
     return unfolded > own ? unfolded : own;
   }
 

@@ -82,7 +82,7 @@ inline Status check_split_sums(Index groups, int splits, Index elements) {
 }
 
 /// The tile GEMM's forced path for an algorithm (none for kAuto, nor for kTmaBoxes and kDirect,
-/// which no tile GEMM launcher runs).
+/// which no tile GEMM launcher runs, nor for kUnfold, whose GEMM takes the launcher's choice).
 inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kGather: return gemm::Path::kGather;
@@ -90,6 +90,7 @@ inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
     case Algorithm::kSimt: return gemm::Path::kSimt;
     case Algorithm::kTmaBoxes:
     case Algorithm::kDirect:
+    case Algorithm::kUnfold:
     case Algorithm::kAuto: break;
   }
   return std::nullopt;

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/strides.hpp"
@@ -68,23 +69,55 @@ UnfoldShape unfold_shape(const Problem<NDim>& problem) {
   return s;
 }
 
-/// Whether kAuto unfolds `problem` (after the direct kernels and packed groups declined it): one
-/// group of 16-bit or TF32 data; C not a multiple of 16 bytes (x's channels in any strides); at
-/// most kUnfoldMaxColumns columns (taps · C) and K; at most
-/// kUnfoldMaxBytes of columns, fp32 Y or packed dy; x below 2^32 elements.
+/// Why the unfolded route cannot run `problem` (null where it can): one group, at most
+/// kUnfoldMaxColumns columns (taps · C) and K, at most kUnfoldMaxBytes of columns, fp32 Y or
+/// packed dy, x below 2^32 elements.
 template <typename T, int NDim>
-bool unfolds(const Problem<NDim>& problem) {
+const char* unfold_blocker(const Problem<NDim>& problem) {
   const ConvParams<NDim>& p = problem.params;
-  const Index vector = 16 / static_cast<Index>(sizeof(T));
-  if (problem.algorithm != Algorithm::kAuto || p.G != 1 || (sizeof(T) != 2 && !problem.allow_tf32)) return false;
-  if (p.C % vector == 0) return false;
-  if (p.K > kUnfoldMaxColumns) return false;
+  if (p.G != 1) return "it runs one group only";
+  if (p.K > kUnfoldMaxColumns) return "more than 1024 channels K";
   const UnfoldShape s = unfold_shape<T>(problem);
+  if (s.columns == 0) return "more than 1024 taps times C";
   Index activation = p.G * p.N * p.C;  // the fold's 32-bit element index
   for (int d = 0; d < NDim; ++d) activation *= p.input[d];
+  if (activation >= (Index{1} << 32)) return "x has 2^32 elements or more";
   const Index widest = s.row_columns > s.k_columns ? s.row_columns : s.k_columns;
-  return activation < (Index{1} << 32) && s.columns > 0 && s.rows < (Index{1} << 31) &&
-         s.rows * widest * static_cast<Index>(sizeof(float)) <= kUnfoldMaxBytes;
+  if (s.rows >= (Index{1} << 31) || s.rows * widest * static_cast<Index>(sizeof(float)) > kUnfoldMaxBytes)
+    return "the columns would take more than 4 GiB";
+  return nullptr;
+}
+
+/// Whether kAuto unfolds `problem` (after the direct kernels and packed groups declined it):
+/// 16-bit or TF32 data whose C is not a multiple of 16 bytes (x's channels in any strides), where
+/// the route runs (unfold_blocker).
+template <typename T, int NDim>
+bool unfolds(const Problem<NDim>& problem) {
+  const Index vector = 16 / static_cast<Index>(sizeof(T));
+  return problem.algorithm == Algorithm::kAuto && (sizeof(T) == 2 || problem.allow_tf32) &&
+         problem.params.C % vector != 0 && unfold_blocker<T>(problem) == nullptr;
+}
+
+/// Whether a call may take the unfolded route: kAuto's rule, or forced where it runs.
+template <typename T, int NDim>
+bool may_unfold(const Problem<NDim>& problem) {
+  return unfolds<T>(problem) || (problem.algorithm == Algorithm::kUnfold && unfold_blocker<T>(problem) == nullptr);
+}
+
+/// The unfolded route's choice for a call: *unfold where it takes it (kAuto's rule and a GEMM plan
+/// that runs, or forced), with *gemm = plan_gemm() its GEMM's plan; not ok (the reason) where it
+/// is forced and cannot run.
+template <typename T, int NDim, typename PlanGemm>
+Status choose_unfold(const Problem<NDim>& problem, PlanGemm&& plan_gemm, gemm::TileGemmPlan* gemm, bool* unfold) {
+  *unfold = false;
+  const bool forced = problem.algorithm == Algorithm::kUnfold;
+  if (!forced && !unfolds<T>(problem)) return Status::ok();
+  const char* blocker = unfold_blocker<T>(problem);
+  if (blocker == nullptr) *gemm = plan_gemm();
+  *unfold = blocker == nullptr && gemm->status.is_ok();
+  if (!forced || *unfold) return Status::ok();
+  return Status::not_supported(std::string("algorithm unfold cannot run: ") +
+                               (blocker != nullptr ? blocker : gemm->status.message().c_str()));
 }
 
 /// The geometry of the unfolded copies (strides: x's or dx's).
