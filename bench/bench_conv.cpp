@@ -10,7 +10,7 @@
 ///
 ///   bench_conv [--ops=bwd_data,bwd_weight] [--dtypes=fp16,bf16,fp32,tf32] [--repeats=20]
 ///              [--problems=all|dense|grouped|few|stems] [--cases=label,...] [--layouts=nhwgc,ngchw]
-///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct|unfold] [--direct=ops|window|adjacent] [--pack-groups=P] [--host-us]
+///              [--algorithm=auto|gather|matrix|simt|tma_boxes|direct|unfold|staged] [--direct=ops|window|adjacent] [--pack-groups=P] [--host-us]
 ///
 /// --host-us adds "host_us": what a call costs the host (bench_harness.hpp,
 /// host_microseconds_per_call). Where it exceeds a call's GPU time the timed runs wait for the
@@ -339,7 +339,7 @@ int main(int argc, char** argv) {
       g_algorithm = static_cast<hc::Algorithm>(a), known = true;
   }
   if (s.is_ok() && !known)
-    s = Status::invalid_argument("--algorithm takes auto, gather, matrix, simt, tma_boxes, direct or unfold");
+    s = Status::invalid_argument("--algorithm takes auto, gather, matrix, simt, tma_boxes, direct, unfold or staged");
   const std::string which = args.get_string("problems", "all");
   g_host_us = args.get_bool("host-us", false);
   const std::string direct = args.get_string("direct", "ops");

@@ -34,8 +34,8 @@ constexpr const char* kOptionsHelp =
     "  --dtype=fp16|bf16|fp32        dy, w and dx (default fp16)\n"
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
-    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes, direct or unfold (a forced\n"
-    "                                one that cannot run is an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes, direct, unfold or staged (a\n"
+    "                                forced one that cannot run is an error)\n"
     "  --repeats=20                  timed runs (default: the time argument if > 1, else 20)\n";
 constexpr const char* kWeightOptionsHelp =
     "options:\n"
@@ -43,8 +43,8 @@ constexpr const char* kWeightOptionsHelp =
     "  --tf32=0|1                    fp32 only: allow TF32 matrix units (default 0: exact fp32)\n"
     "  --layout=nhwgc|gnhwc|ngchw    activations' layout (weights GKYXC, or GKCYX with ngchw); default nhwgc\n"
     "  --split-k=auto                splits of the reduction over N and the output positions: a count, or auto\n"
-    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes, direct or unfold (a forced\n"
-    "                                one that cannot run is an error)\n"
+    "  --algorithm=auto              auto, gather, matrix, simt, tma_boxes, direct, unfold or staged (a\n"
+    "                                forced one that cannot run is an error)\n"
     "  --repeats=20                  timed runs (default: the time argument if > 1, else 20)\n";
 
 /// The command line's convolution, dtype and options; `grouped`: the sizes start NDim G N K C.
@@ -88,7 +88,7 @@ inline Status parse_algorithm(const std::string& text, hc::Algorithm* algorithm)
     }
   }
   return Status::invalid_argument("bad option --algorithm=" + text +
-                                  ": expected auto, gather, matrix, simt, tma_boxes, direct or unfold");
+                                  ": expected auto, gather, matrix, simt, tma_boxes, direct, unfold or staged");
 }
 
 /// Reads the sizes (NDim, [G,] N, K, C and 6·NDim spatial values) and the options; `weight`:

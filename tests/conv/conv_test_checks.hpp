@@ -56,8 +56,9 @@ std::vector<conv::Algorithm> runnable_algorithms(conv::Problem<NDim> problem) {
   const typename Op::Args fake{reinterpret_cast<const Element*>(Index{1} << 40),
                                reinterpret_cast<const Element*>(Index{2} << 40),
                                reinterpret_cast<Element*>(Index{3} << 40)};
-  for (conv::Algorithm a : {conv::Algorithm::kSimt, conv::Algorithm::kMatrix, conv::Algorithm::kGather,
-                            conv::Algorithm::kTmaBoxes, conv::Algorithm::kDirect, conv::Algorithm::kUnfold}) {
+  for (conv::Algorithm a :
+       {conv::Algorithm::kSimt, conv::Algorithm::kMatrix, conv::Algorithm::kGather, conv::Algorithm::kTmaBoxes,
+        conv::Algorithm::kDirect, conv::Algorithm::kUnfold, conv::Algorithm::kStaged}) {
     problem.algorithm = a;
     if (Op::can_implement(problem, fake).is_ok()) algorithms.push_back(a);
   }

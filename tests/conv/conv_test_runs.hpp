@@ -139,6 +139,19 @@ void check_backward_weight(const Problem<NDim>& problem, InitMethod init, std::u
   expect_conv_output(result, expected, init, terms, problem.allow_tf32, name);
 }
 
+/// Both ops under kAuto on `problem`, integer and decimal data, each against the reference; both
+/// names must contain `route` (the route kAuto is expected to take).
+template <typename T, int NDim>
+void check_auto_route(const Problem<NDim>& problem, std::uint64_t seed, const std::string& route) {
+  for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
+    const std::string data = check_backward_data<T, NDim>(problem, init, seed++);
+    EXPECT_NE(data.find(route), std::string::npos) << data;
+    check_backward_weight<T, NDim>(problem, init, seed++);
+    const std::string weight = conv::BackwardWeight<T, NDim>::name(problem);
+    EXPECT_NE(weight.find(route), std::string::npos) << weight;
+  }
+}
+
 /// Op::Args of three far-apart, 16-byte-aligned pointers (inputs, then the output), never
 /// dereferenced: for the host-side checks and plans of an op.
 template <typename Args, typename T>

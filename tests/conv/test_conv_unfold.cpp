@@ -228,13 +228,7 @@ TYPED_TEST_SUITE(ConvUnfoldTest, UnfoldTypes);
 /// Both ops under kAuto on `problem`, integer and decimal data: both must unfold.
 template <typename T, int NDim>
 void check_unfolded(const Problem<NDim>& problem, std::uint64_t seed) {
-  for (InitMethod init : {InitMethod::kIntegers, InitMethod::kDecimals}) {
-    const std::string data = hipgrad::test::check_backward_data<T, NDim>(problem, init, seed++);
-    EXPECT_NE(data.find("_unfolded"), std::string::npos) << data;
-    hipgrad::test::check_backward_weight<T, NDim>(problem, init, seed++);
-    const std::string weight = hipgrad::conv::BackwardWeight<T, NDim>::name(problem);
-    EXPECT_NE(weight.find("_unfolded"), std::string::npos) << weight;
-  }
+  hipgrad::test::check_auto_route<T, NDim>(problem, seed, "_unfolded");
 }
 
 TYPED_TEST(ConvUnfoldTest, AutoUnfoldsAndMatchesTheReference) {

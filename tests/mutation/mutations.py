@@ -38,6 +38,7 @@ CONV_PACKED = "ConvPackedGroups*"
 # kAuto's unfolded windows: the index maps on the CPU against the reference (ConvUnfold), both ops
 # unfolded on the GPU (ConvUnfoldTest).
 CONV_UNFOLD = "ConvUnfold*"
+CONV_STAGED = "ConvStaged*"
 # The benchmark-shape tests (minutes of CPU reference each) are left out: the listed cases are the
 # guard under test here.
 GN_FORWARD = "GroupNormTest*Forward*:GroupNormTest*Staged*-*BenchShapes*"
@@ -575,5 +576,25 @@ MUTATIONS = [
         new="for (; f < u.filter[D] - 1; f += p.tap_step[D]) {",
         targets=CONV,
         filter={"test_conv": CONV_UNFOLD},
+    ),
+    # The staged route: its rule and copies' index maps run on the host against the reference
+    # (ConvStaged) and in the kernel on the GPU (ConvStagedTest).
+    dict(
+        id="conv_staged_rows_padded_taken_as_one_stride",
+        bug="conv staged tensors: spatial dimensions whose strides do not merge (H rows padded past W) staged as one index",
+        file="include/hipgrad/ops/conv/common/plain_gemm.hpp",
+        old="} else if (strides[d] != span * *stride) {",
+        new="} else if (strides[d] < span * *stride) {",
+        targets=CONV,
+        filter={"test_conv": CONV_STAGED},
+    ),
+    dict(
+        id="conv_staged_odd_k_read_in_place",
+        bug="conv staged tensors: a channels-last dy whose K is not whole vectors read in place by the padded problem",
+        file="include/hipgrad/ops/conv/common/staged.hpp",
+        old="case StagedTensor::kOutput: return !(problem.output_strides[2] == 1 && k);",
+        new="case StagedTensor::kOutput: return !(problem.output_strides[2] == 1);",
+        targets=CONV,
+        filter={"test_conv": CONV_STAGED},
     ),
 ]

@@ -22,7 +22,9 @@
 /// kAuto's rule: direct/heuristics.hpp), or, under kAuto, several of them packed into one
 /// block-diagonal group on the box path (common/packed_groups.hpp). Under kAuto a group whose C
 /// no 16-byte vector holds whole (a stem's 3 channels) is unfolded: Y = dy · w's columns in one
-/// dense GEMM, folded into dx (common/unfold.hpp).
+/// dense GEMM, folded into dx (common/unfold.hpp). Under kAuto, dy and w that would take the gather
+/// GEMM otherwise (NCHW, odd channel counts) are staged: copied channels-last with whole-vector
+/// channels into the workspace, the op run there, dx copied back (common/staged.hpp).
 #pragma once
 
 #include <cstddef>
@@ -37,6 +39,7 @@
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
 #include "hipgrad/ops/conv/common/packed_groups_kernels.hpp"
+#include "hipgrad/ops/conv/common/staged.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/gemm/config.hpp"
@@ -93,6 +96,11 @@ class BackwardData {
         const std::string packed = name(detail::packed_problem(problem, plan.packed_groups), packed_args(args));
         return op + "_packed" + std::to_string(plan.packed_groups) + packed.substr(op.size());
       }
+      case Route::kStaged: {
+        const detail::StagedLayout<NDim> at = detail::staged_layout<T>(problem);
+        const std::string staged = name(at.problem, staged_args(at, args));
+        return op + "_staged" + staged.substr(op.size());
+      }
       case Route::kDirect: return op + "_direct_" + direct::data_plan_name(plan.direct);
       case Route::kUnfolded: return op + "_unfolded_gemm_" + gemm::tile_gemm_kernel_name<Cfg>(plan.unfolded);
       case Route::kBoxes:
@@ -125,6 +133,32 @@ class BackwardData {
   /// The packed problem's arguments before the workspace is known (the packed weight's stand-in).
   static Args packed_args(const Args& args) { return {args.dy, detail::packed_weight_stand_in<T>(), args.dx}; }
 
+  /// The staged problem's arguments in `workspace` (the caller's where a tensor is not copied).
+  static Args staged_args(const detail::StagedLayout<NDim>& at, const Args& args, void* workspace) {
+    using detail::StagedTensor;
+    return {detail::staged_tensor(at, StagedTensor::kOutput, args.dy, workspace),
+            detail::staged_tensor(at, StagedTensor::kWeight, args.w, workspace),
+            detail::staged_tensor(at, StagedTensor::kInput, args.dx, workspace)};
+  }
+  /// The same before the workspace is known.
+  static Args staged_args(const detail::StagedLayout<NDim>& at, const Args& args) {
+    return staged_args(at, args, const_cast<unsigned char*>(detail::workspace_stand_in<unsigned char>()));
+  }
+
+  /// dy and w staged in the workspace, the op on the staged problem, then dx copied out of its
+  /// staged form.
+  static Status run_staged(const Problem& problem, const Args& args, void* workspace, std::size_t bytes,
+                           hipStream_t stream) {
+    using detail::StagedTensor;
+    const detail::StagedLayout<NDim> at = detail::staged_layout<T>(problem);
+    const Args staged = staged_args(at, args, workspace);
+    const detail::StagedCopy<T> in[2] = {{StagedTensor::kOutput, args.dy, const_cast<T*>(staged.dy)},
+                                         {StagedTensor::kWeight, args.w, const_cast<T*>(staged.w)}};
+    return detail::run_staged<T>(
+        problem, at, in, {StagedTensor::kInput, staged.dx, args.dx}, workspace, bytes, stream,
+        [&](void* inner, std::size_t inner_bytes) { return run(at.problem, staged, inner, inner_bytes, stream); });
+  }
+
   /// The packed weight spread into the workspace, then the op on the packed problem.
   static Status run_packed(const Problem& problem, const Args& args, int groups, void* workspace, std::size_t bytes,
                            hipStream_t stream) {
@@ -149,6 +183,7 @@ Status BackwardData<T, NDim, Cfg, NarrowCfg, ThinCfg>::run(const Problem& proble
   HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace, workspace, workspace_bytes));
   if (plan.route == Route::kPacked)
     return run_packed(problem, args, plan.packed_groups, workspace, workspace_bytes, stream);
+  if (plan.route == Route::kStaged) return run_staged(problem, args, workspace, workspace_bytes, stream);
   return detail::launch_data_plan<T, NDim, Tiles>(plan, problem, args.dy, args.w, args.dx, workspace, workspace_bytes,
                                                   stream);
 }

@@ -26,7 +26,9 @@
 /// under kAuto, several of them packed into one block-diagonal group on the box path, whose dw
 /// diagonal blocks are copied out (common/packed_groups.hpp). Under kAuto a group whose C no
 /// 16-byte vector holds whole (a stem's 3 channels) is unfolded: x's windows become the columns
-/// of one dense GEMM (common/unfold.hpp).
+/// of one dense GEMM (common/unfold.hpp). Under kAuto, x and dy that would take the gather GEMM
+/// otherwise (NCHW, odd channel counts) are staged: copied channels-last with whole-vector
+/// channels into the workspace, the op run there into a staged dw, copied out (common/staged.hpp).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,7 @@
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
 #include "hipgrad/ops/conv/common/packed_groups_kernels.hpp"
+#include "hipgrad/ops/conv/common/staged.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/gemm/config.hpp"
@@ -94,6 +97,11 @@ class BackwardWeight {
         const std::string packed = name(detail::packed_problem(problem, plan.packed_groups), packed_args(args));
         return op + "_packed" + std::to_string(plan.packed_groups) + packed.substr(op.size());
       }
+      case Route::kStaged: {
+        const detail::StagedLayout<NDim> at = detail::staged_layout<T>(problem);
+        const std::string staged = name(at.problem, staged_args(at, args));
+        return op + "_staged" + staged.substr(op.size());
+      }
       case Route::kDirect: return op + "_direct_" + direct::weight_plan_name(plan.direct);
       case Route::kUnfolded:
         return op + "_unfolded_gemm_" + gemm::tile_gemm_kernel_name<Cfg>(plan.unfolded) + "_split" +
@@ -125,6 +133,10 @@ class BackwardWeight {
   static int splits_of(const Problem& problem, const Args& args = Args{}) {
     if (!problem.validate().is_ok()) return 0;
     const typename Planner::Plan plan = plan_of(problem, args);
+    if (plan.route == Route::kStaged) {
+      const detail::StagedLayout<NDim> at = detail::staged_layout<T>(problem);
+      return splits_of(at.problem, staged_args(at, args));
+    }
     if (plan.route != Route::kPacked) return plan.splits;
     return splits_of(detail::packed_problem(problem, plan.packed_groups), packed_args(args));
   }
@@ -144,6 +156,32 @@ class BackwardWeight {
   /// The packed problem's arguments before the workspace is known (the packed dw's stand-in).
   static Args packed_args(const Args& args) {
     return {args.x, args.dy, const_cast<T*>(detail::packed_weight_stand_in<T>())};
+  }
+
+  /// The staged problem's arguments in `workspace` (the caller's where a tensor is not copied).
+  static Args staged_args(const detail::StagedLayout<NDim>& at, const Args& args, void* workspace) {
+    using detail::StagedTensor;
+    return {detail::staged_tensor(at, StagedTensor::kInput, args.x, workspace),
+            detail::staged_tensor(at, StagedTensor::kOutput, args.dy, workspace),
+            detail::staged_tensor(at, StagedTensor::kWeight, args.dw, workspace)};
+  }
+  /// The same before the workspace is known.
+  static Args staged_args(const detail::StagedLayout<NDim>& at, const Args& args) {
+    return staged_args(at, args, const_cast<unsigned char*>(detail::workspace_stand_in<unsigned char>()));
+  }
+
+  /// x and dy staged in the workspace, the op on the staged problem into a staged dw, then dw
+  /// copied out of it.
+  static Status run_staged(const Problem& problem, const Args& args, void* workspace, std::size_t bytes,
+                           hipStream_t stream) {
+    using detail::StagedTensor;
+    const detail::StagedLayout<NDim> at = detail::staged_layout<T>(problem);
+    const Args staged = staged_args(at, args, workspace);
+    const detail::StagedCopy<T> in[2] = {{StagedTensor::kInput, args.x, const_cast<T*>(staged.x)},
+                                         {StagedTensor::kOutput, args.dy, const_cast<T*>(staged.dy)}};
+    return detail::run_staged<T>(
+        problem, at, in, {StagedTensor::kWeight, staged.dw, args.dw}, workspace, bytes, stream,
+        [&](void* inner, std::size_t inner_bytes) { return run(at.problem, staged, inner, inner_bytes, stream); });
   }
 
   /// The op on the packed problem into a packed dw in the workspace, then dw gathered from its
@@ -170,6 +208,7 @@ Status BackwardWeight<T, NDim, Cfg>::run(const Problem& problem, const Args& arg
   HIPGRAD_RETURN_IF_ERROR(check_workspace(needed, workspace, workspace_bytes));
   if (plan.route == Route::kPacked)
     return run_packed(problem, args, plan.packed_groups, workspace, workspace_bytes, stream);
+  if (plan.route == Route::kStaged) return run_staged(problem, args, workspace, workspace_bytes, stream);
   return detail::launch_weight_plan<T, NDim, Cfg>(plan, problem, args.x, args.dy, args.dw, workspace, workspace_bytes,
                                                   stream);
 }

@@ -203,10 +203,13 @@ enum class Algorithm {
               ///< layout; kAuto's rule: direct/heuristics.hpp
   kUnfold,    ///< x's windows unfolded into the columns of one dense GEMM (common/unfold.hpp):
               ///< one group, at most 1024 taps × C and 1024 K; kAuto's rule: C not whole vectors
+  kStaged,    ///< the tensors copied channels-last with whole-vector channels into the workspace,
+              ///< the op run there (common/staged.hpp); kAuto's rule: NCHW or odd channels that
+              ///< would take the gather GEMM
 };
 
 /// The last Algorithm, for loops over them all.
-inline constexpr Algorithm kLastAlgorithm = Algorithm::kUnfold;
+inline constexpr Algorithm kLastAlgorithm = Algorithm::kStaged;
 
 inline const char* algorithm_name(Algorithm a) {
   switch (a) {
@@ -217,6 +220,7 @@ inline const char* algorithm_name(Algorithm a) {
     case Algorithm::kTmaBoxes: return "tma_boxes";
     case Algorithm::kDirect: return "direct";
     case Algorithm::kUnfold: return "unfold";
+    case Algorithm::kStaged: return "staged";
   }
   return "unknown";
 }

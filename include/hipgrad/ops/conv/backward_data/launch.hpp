@@ -42,7 +42,7 @@ Status launch_data_boxes(const Problem<NDim>& problem, const T* dy, const T* w, 
   }
 }
 
-/// Launches a plan whose status is ok and whose route is not kPacked, on a workspace checked
+/// Launches a plan whose status is ok and whose route is neither kPacked nor kStaged, on a workspace checked
 /// against plan.workspace.
 template <typename T, int NDim, typename Tiles>
 Status launch_data_plan(const typename DataPlanner<T, NDim, Tiles>::Plan& plan, const Problem<NDim>& problem,
@@ -65,9 +65,10 @@ Status launch_data_plan(const typename DataPlanner<T, NDim, Tiles>::Plan& plan, 
         return Launcher::launch(plan.gathered, problems.data(), static_cast<int>(problems.size()), workspace, bytes,
                                 stream);
       });
-    case DataRoute::kPacked: break;
+    case DataRoute::kPacked:
+    case DataRoute::kStaged: break;
   }
-  return Status::not_supported("packed groups run the op on the packed problem");
+  return Status::not_supported("packed groups and staged tensors run the op on their own problem");
 }
 
 }  // namespace hipgrad::conv::detail

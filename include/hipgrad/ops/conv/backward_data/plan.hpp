@@ -1,9 +1,11 @@
 /// @file plan.hpp
 /// @brief Host: backward-data's plan — the route a call takes (direct kernels, packed groups,
-///        unfolded windows, TMA boxes, a plain GEMM, the grouped gather GEMM), its tiles, its workspace and its status,
+///        unfolded windows, TMA boxes, a plain GEMM, staged tensors, the grouped gather GEMM), its
+///        tiles, its workspace and its status,
 ///        made once per problem, pointer alignment and device on the calling thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,6 +22,7 @@
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
 #include "hipgrad/ops/conv/common/plain_gemm.hpp"
 #include "hipgrad/ops/conv/common/plan_key.hpp"
+#include "hipgrad/ops/conv/common/staged.hpp"
 #include "hipgrad/ops/conv/common/unfold.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
@@ -30,7 +33,7 @@
 namespace hipgrad::conv::detail {
 
 /// The path a backward-data call takes.
-enum class DataRoute { kDirect, kPacked, kUnfolded, kBoxes, kPlainGemm, kGathered };
+enum class DataRoute { kDirect, kPacked, kUnfolded, kBoxes, kPlainGemm, kStaged, kGathered };
 
 /// A backward-data call's plan. `tile` indexes the configurations DataTiles lists.
 template <typename DirectPlan>
@@ -90,19 +93,23 @@ struct DataPlanner {
     plan.workspace = workspace_size(problem);
     bool direct = false;
     plan.status = Direct::choose(problem, data_channels_contiguous(problem), &direct, &plan.direct);
+    bool unfold = false;
+    const auto unfold_gemm = [&] { return unfolded_plan(problem, dy); };
+    // Stems the direct kernels would take, kAuto unfolds where that runs.
+    if (plan.status.is_ok() && direct && unfolds_before_direct<T>(problem) &&
+        choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold).is_ok() && unfold)
+      return plan.route = DataRoute::kUnfolded, plan;
     if (!plan.status.is_ok() || (!direct && !(plan.status = check_index_space(problem)).is_ok())) return plan;
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, dy)) > 1) return plan.route = DataRoute::kPacked, plan;
     if (direct) return plan.route = DataRoute::kDirect, plan;
-    bool unfold = false;
-    const auto unfold_gemm = [&] { return unfolded_plan(problem, dy); };
     if (!(plan.status = choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold)).is_ok()) return plan;
     if (unfold) return plan.route = DataRoute::kUnfolded, plan;
     bool boxes = false;
     if (!(plan.status = box_choice(problem, dy, w, &boxes)).is_ok()) return plan;
     if (boxes) return plan.route = DataRoute::kBoxes, plan.tile = Tiles::box_tile(problem.params.C), plan;
     const gemm::TileGemmRequest request = gemm_request<T>(problem);
-    if (is_plain_gemm(problem)) {
+    if (problem.algorithm != Algorithm::kStaged && is_plain_gemm(problem)) {
       plan.route = DataRoute::kPlainGemm;
       plan.plain =
           PlainGemmRunner<T, typename Tiles::Wide>::plan(plain_gemm(problem, dy, w, const_cast<T*>(dx)), request);
@@ -110,6 +117,9 @@ struct DataPlanner {
       return plan;
     }
     plan.vectors = data_channels_contiguous(problem);
+    bool staged = false;
+    if (!(plan.status = staged_choice(problem, dy, w, dx, plan.vectors, &staged)).is_ok()) return plan;
+    if (staged) return plan.route = DataRoute::kStaged, plan;
     plan.tile = plan.vectors ? Tiles::gather_tile(problem.params.C) : Tiles::kWideTile;
     with_gather_launcher(plan, [&](auto vectors, auto launcher) {
       using Launcher = decltype(launcher);
@@ -146,20 +156,46 @@ struct DataPlanner {
   }
 
   /// The launch's table, and on the box path the maps; where kAuto may pack groups, the packed
-  /// weight and the packed problem's, and where it may unfold, w's columns and Y, if larger.
+  /// weight and the packed problem's, where it may unfold, w's columns and Y, and where it may
+  /// stage, the staged tensors and the staged problem's, if larger.
   static std::size_t workspace_size(const Problem& problem) {
     const std::size_t own = workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
                                                       [](const Problem& packed) { return workspace_size(packed); });
     const std::size_t unfolded = may_unfold<T>(problem) ? unfold_data_workspace<T>(problem).total : 0;
-    return unfolded > own ? unfolded : own;
+    const std::size_t staged = staged_workspace_size(problem);
+    return std::max({own, unfolded, staged});
+  }
+
+  /// may_stage (staged.hpp) with this op's choice of the direct kernels.
+  static bool may_stage(const Problem& problem) {
+    return conv::detail::may_stage<T>(problem, Direct::takes(problem, data_channels_contiguous(problem)));
+  }
+  /// The copies and the staged problem's workspace, where the call may stage.
+  static std::size_t staged_workspace_size(const Problem& problem) {
+    if (!may_stage(problem)) return 0;
+    const StagedLayout<NDim> at = staged_layout<T>(problem);
+    return staged_workspace(at, workspace_size(at.problem));
+  }
+
+  /// *staged where the call takes the staged route (choose_staged), its plan found with the
+  /// caller's pointers for the tensors not copied.
+  static Status staged_choice(const Problem& problem, const T* dy, const T* w, const T* dx, bool vectors,
+                              bool* staged) {
+    const auto find_staged = [&](const StagedLayout<NDim>& at) {
+      void* const workspace = const_cast<unsigned char*>(workspace_stand_in<unsigned char>());
+      return find(at.problem, staged_tensor(at, StagedTensor::kOutput, dy, workspace),
+                  staged_tensor(at, StagedTensor::kWeight, w, workspace),
+                  staged_tensor(at, StagedTensor::kInput, dx, workspace));
+    };
+    return choose_staged<T>(problem, may_stage(problem), vectors, find_staged, staged);
   }
 
   using UnfoldedGemms = UnfoldGemms<T, typename Tiles::Wide>;
   /// The unfolded route's GEMM for dy (w's columns and Y in the workspace).
   static gemm::TileGemmPlan unfolded_plan(const Problem& problem, const T* dy) {
     const UnfoldShape s = unfold_shape<T>(problem);
-    const auto g = UnfoldedGemms::data(s, s.dy_packed ? unfold_stand_in<T>() : dy, unfold_stand_in<T>(),
-                                       const_cast<float*>(unfold_stand_in<float>()));
+    const auto g = UnfoldedGemms::data(s, s.dy_packed ? workspace_stand_in<T>() : dy, workspace_stand_in<T>(),
+                                       const_cast<float*>(workspace_stand_in<float>()));
     return UnfoldedGemms::plan_data(g, gemm_request<T>(problem));
   }
 

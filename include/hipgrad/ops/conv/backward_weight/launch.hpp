@@ -36,7 +36,7 @@ Status launch_weight_splits(const Problem<NDim>& problem, const T* x, const T* d
   return gemm::launch_split_k_reduction(split_sums, splits, dw_store<T, NDim, kVectors>(problem, dw), stream);
 }
 
-/// Launches a plan whose status is ok and whose route is not kPacked, on a workspace checked
+/// Launches a plan whose status is ok and whose route is neither kPacked nor kStaged, on a workspace checked
 /// against the route's needs.
 template <typename T, int NDim, typename Cfg>
 Status launch_weight_plan(const typename WeightPlanner<T, NDim, Cfg>::Plan& plan, const Problem<NDim>& problem,
@@ -54,9 +54,10 @@ Status launch_weight_plan(const typename WeightPlanner<T, NDim, Cfg>::Plan& plan
       return plan.vectors
                  ? launch_weight_splits<T, NDim, Cfg, true>(problem, x, dy, dw, plan.splits, workspace, bytes, stream)
                  : launch_weight_splits<T, NDim, Cfg, false>(problem, x, dy, dw, plan.splits, workspace, bytes, stream);
-    case WeightRoute::kPacked: break;
+    case WeightRoute::kPacked:
+    case WeightRoute::kStaged: break;
   }
-  return Status::not_supported("packed groups run the op on the packed problem");
+  return Status::not_supported("packed groups and staged tensors run the op on their own problem");
 }
 
 }  // namespace hipgrad::conv::detail

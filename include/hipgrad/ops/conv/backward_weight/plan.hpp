@@ -4,6 +4,7 @@
 ///        per problem, pointer alignment and device on the calling thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,6 +20,7 @@
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
 #include "hipgrad/ops/conv/common/plan_key.hpp"
+#include "hipgrad/ops/conv/common/staged.hpp"
 #include "hipgrad/ops/conv/common/unfold.hpp"
 #include "hipgrad/ops/conv/direct/plan.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
@@ -28,7 +30,7 @@
 namespace hipgrad::conv::detail {
 
 /// The path a backward-weight call takes.
-enum class WeightRoute { kDirect, kPacked, kUnfolded, kBoxes, kGathered };
+enum class WeightRoute { kDirect, kPacked, kUnfolded, kBoxes, kStaged, kGathered };
 
 /// A backward-weight call's plan.
 template <typename DirectPlan, typename BoxGeometry>
@@ -71,12 +73,16 @@ struct WeightPlanner {
     plan.workspace = workspace_size(problem);
     bool direct = false;
     plan.status = Direct::choose(problem, weight_channels_contiguous(problem), &direct, &plan.direct);
+    bool unfold = false;
+    const auto unfold_gemm = [&] { return unfolded_plan(problem, dy); };
+    // Stems the direct kernels would take, kAuto unfolds where that runs.
+    if (plan.status.is_ok() && direct && unfolds_before_direct<T>(problem) &&
+        choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold).is_ok() && unfold)
+      return plan.route = WeightRoute::kUnfolded, plan.splits = unfolded_splits(problem), plan;
     if (!plan.status.is_ok() || (!direct && !(plan.status = check_index_space(problem)).is_ok())) return plan;
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, x, dy)) > 1) return plan.route = WeightRoute::kPacked, plan;
     if (direct) return plan.route = WeightRoute::kDirect, plan.splits = plan.direct.slices(), plan;
-    bool unfold = false;
-    const auto unfold_gemm = [&] { return unfolded_plan(problem, dy); };
     if (!(plan.status = choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold)).is_ok()) return plan;
     if (unfold) return plan.route = WeightRoute::kUnfolded, plan.splits = unfolded_splits(problem), plan;
     plan.boxes = Boxes::geometry(problem);
@@ -84,6 +90,9 @@ struct WeightPlanner {
     if (!(plan.status = Boxes::choose(problem, x, dy, plan.boxes, &boxes)).is_ok()) return plan;
     if (boxes) return plan.route = WeightRoute::kBoxes, plan.splits = plan.boxes.splits, plan;
     plan.vectors = weight_channels_contiguous(problem);
+    bool staged = false;
+    if (!(plan.status = staged_choice(problem, x, dy, dw, plan.vectors, &staged)).is_ok()) return plan;
+    if (staged) return plan.route = WeightRoute::kStaged, plan;
     plan.splits = plan.vectors ? splits_for<true>(problem) : splits_for<false>(problem);
     with_gather_launcher(plan, [&](auto vectors, auto launcher) {
       using Launcher = decltype(launcher);
@@ -137,14 +146,39 @@ struct WeightPlanner {
     return boxes > other ? boxes : other;
   }
 
-  /// The above; where kAuto may pack groups, the packed dw and the packed problem's, and where
-  /// it may unfold, the columns, dw's columns and their splits' partials, if larger.
+  /// The above; where kAuto may pack groups, the packed dw and the packed problem's, where it
+  /// may unfold, the columns, dw's columns and their splits' partials, and where it may stage,
+  /// the staged tensors and the staged problem's, if larger.
   static std::size_t workspace_size(const Problem& problem) {
     const std::size_t own = workspace_with_packing<T>(problem, unpacked_workspace_size(problem),
                                                       [](const Problem& packed) { return workspace_size(packed); });
     const std::size_t unfolded =
         may_unfold<T>(problem) ? unfold_weight_workspace<T>(problem, unfolded_splits(problem)).total : 0;
-    return unfolded > own ? unfolded : own;
+    return std::max({own, unfolded, staged_workspace_size(problem)});
+  }
+
+  /// may_stage (staged.hpp) with this op's choice of the direct kernels.
+  static bool may_stage(const Problem& problem) {
+    return conv::detail::may_stage<T>(problem, Direct::takes(problem, weight_channels_contiguous(problem)));
+  }
+  /// The copies and the staged problem's workspace, where the call may stage.
+  static std::size_t staged_workspace_size(const Problem& problem) {
+    if (!may_stage(problem)) return 0;
+    const StagedLayout<NDim> at = staged_layout<T>(problem);
+    return staged_workspace(at, workspace_size(at.problem));
+  }
+
+  /// *staged where the call takes the staged route (choose_staged), its plan found with the
+  /// caller's pointers for the tensors not copied.
+  static Status staged_choice(const Problem& problem, const T* x, const T* dy, const T* dw, bool vectors,
+                              bool* staged) {
+    const auto find_staged = [&](const StagedLayout<NDim>& at) {
+      void* const workspace = const_cast<unsigned char*>(workspace_stand_in<unsigned char>());
+      return find(at.problem, staged_tensor(at, StagedTensor::kInput, x, workspace),
+                  staged_tensor(at, StagedTensor::kOutput, dy, workspace),
+                  staged_tensor(at, StagedTensor::kWeight, dw, workspace));
+    };
+    return choose_staged<T>(problem, may_stage(problem), vectors, find_staged, staged);
   }
 
   using UnfoldedGemms = UnfoldGemms<T, Cfg>;
@@ -162,8 +196,8 @@ struct WeightPlanner {
   /// The unfolded route's GEMM for dy (the columns and dw's columns in the workspace).
   static gemm::TileGemmPlan unfolded_plan(const Problem& problem, const T* dy) {
     const UnfoldShape s = unfold_shape<T>(problem);
-    const auto g = UnfoldedGemms::weight(s, s.dy_packed ? unfold_stand_in<T>() : dy, unfold_stand_in<T>(),
-                                         const_cast<T*>(unfold_stand_in<T>()));
+    const auto g = UnfoldedGemms::weight(s, s.dy_packed ? workspace_stand_in<T>() : dy, workspace_stand_in<T>(),
+                                         const_cast<T*>(workspace_stand_in<T>()));
     gemm::TileGemmRequest request = gemm_request<T>(problem);
     request.split_k = unfolded_splits(problem);
     return UnfoldedGemms::plan_weight(g, request);

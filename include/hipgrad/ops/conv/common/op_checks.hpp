@@ -82,7 +82,8 @@ inline Status check_split_sums(Index groups, int splits, Index elements) {
 }
 
 /// The tile GEMM's forced path for an algorithm (none for kAuto, nor for kTmaBoxes and kDirect,
-/// which no tile GEMM launcher runs, nor for kUnfold, whose GEMM takes the launcher's choice).
+/// which no tile GEMM launcher runs, nor for kUnfold and kStaged, whose GEMMs take the launcher's
+/// choice).
 inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kGather: return gemm::Path::kGather;
@@ -91,6 +92,7 @@ inline std::optional<gemm::Path> forced_gemm_path(Algorithm algorithm) {
     case Algorithm::kTmaBoxes:
     case Algorithm::kDirect:
     case Algorithm::kUnfold:
+    case Algorithm::kStaged:
     case Algorithm::kAuto: break;
   }
   return std::nullopt;

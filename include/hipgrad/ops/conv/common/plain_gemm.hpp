@@ -15,16 +15,15 @@
 
 namespace hipgrad::conv::detail {
 
-/// The stride at which the rows (n, spatial...) of an activation tensor [G, N, C, spatial...]
-/// follow each other as one index (last spatial dimension fastest), if they do: each dimension's
-/// stride is the next one's times its length. Dimensions of length 1 may have any stride.
-inline std::optional<Index> merged_row_stride(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
-  std::vector<std::size_t> rows = {1};
-  for (std::size_t d = 3; d < lengths.size(); ++d) rows.push_back(d);
+/// The stride at which dimensions `dims` (outermost first) of a tensor follow each other as one
+/// index (the last fastest), if they do: each dimension's stride is the next one's times its
+/// length. Dimensions of length 1 may have any stride.
+inline std::optional<Index> merged_stride(const std::vector<Index>& lengths, const std::vector<Index>& strides,
+                                          const std::vector<std::size_t>& dims) {
   std::optional<Index> stride;  // of the innermost dimension of more than one element
   Index span = 1;               // elements of the dimensions inside the current one
-  for (std::size_t i = rows.size(); i-- > 0;) {
-    const std::size_t d = rows[i];
+  for (std::size_t i = dims.size(); i-- > 0;) {
+    const std::size_t d = dims[i];
     if (lengths[d] == 1) continue;
     if (!stride) {
       stride = strides[d];
@@ -34,6 +33,27 @@ inline std::optional<Index> merged_row_stride(const std::vector<Index>& lengths,
     span *= lengths[d];
   }
   return stride ? stride : std::optional<Index>(1);
+}
+
+/// The dimensions [from, rank) of a tensor of `rank` dimensions, after `first` where given.
+inline std::vector<std::size_t> merged_dims(std::size_t rank, std::size_t from, std::optional<std::size_t> first) {
+  std::vector<std::size_t> dims;
+  if (first) dims.push_back(*first);
+  for (std::size_t d = from; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+/// The stride at which the rows (n, spatial...) of an activation tensor [G, N, C, spatial...]
+/// follow each other as one index, if they do (merged_stride).
+inline std::optional<Index> merged_row_stride(const std::vector<Index>& lengths, const std::vector<Index>& strides) {
+  return merged_stride(lengths, strides, merged_dims(lengths.size(), 3, std::size_t{1}));
+}
+
+/// The stride at which the spatial dimensions of a tensor [G, N or K, C or K, spatial...] follow
+/// each other as one index, if they do (merged_stride).
+inline std::optional<Index> merged_position_stride(const std::vector<Index>& lengths,
+                                                   const std::vector<Index>& strides) {
+  return merged_stride(lengths, strides, merged_dims(lengths.size(), 3, std::nullopt));
 }
 
 /// Whether backward-data of `problem` is one plain GEMM: one group, every filter length 1, unit

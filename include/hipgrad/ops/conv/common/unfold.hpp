@@ -24,6 +24,7 @@
 #include "hipgrad/core/strides.hpp"
 #include "hipgrad/ops/conv/common/plain_gemm.hpp"
 #include "hipgrad/ops/conv/common/unfold_kernels.hpp"
+#include "hipgrad/ops/conv/common/workspace_piece.hpp"
 #include "hipgrad/ops/conv/problem.hpp"
 #include "hipgrad/gemm/collective/epilogue.hpp"
 #include "hipgrad/gemm/collective/operand_loader.hpp"
@@ -96,6 +97,17 @@ bool unfolds(const Problem<NDim>& problem) {
   const Index vector = 16 / static_cast<Index>(sizeof(T));
   return problem.algorithm == Algorithm::kAuto && (sizeof(T) == 2 || problem.allow_tf32) &&
          problem.params.C % vector != 0 && unfold_blocker<T>(problem) == nullptr;
+}
+
+/// The fewest channels K of a problem kAuto unfolds ahead of the direct kernels: the stems of
+/// 24 and 32 channels K the direct kernels would take run 1.2–3.9× faster unfolded
+/// (bench/log/conv.md); fewer are left to the direct kernels, unmeasured.
+inline constexpr Index kUnfoldBeforeDirectK = 16;
+
+/// Whether kAuto unfolds `problem` even where the direct kernels would take it.
+template <typename T, int NDim>
+bool unfolds_before_direct(const Problem<NDim>& problem) {
+  return unfolds<T>(problem) && problem.params.K >= kUnfoldBeforeDirectK;
 }
 
 /// Whether a call may take the unfolded route: kAuto's rule, or forced where it runs.
@@ -206,20 +218,6 @@ UnfoldWorkspace unfold_weight_workspace(const Problem<NDim>& problem, int splits
                               gemm::split_k_workspace_bytes(s.k_columns, s.row_columns, splits));
 }
 
-/// What a GEMM plan may take for a workspace buffer before the workspace is known: an address as
-/// aligned as unfold_piece's (never dereferenced).
-template <typename P>
-const P* unfold_stand_in() {
-  return reinterpret_cast<const P*>(std::uintptr_t{256});
-}
-
-/// A piece of the workspace at `offset` from its first 256-byte-aligned byte.
-template <typename P>
-P* unfold_piece(void* workspace, std::size_t offset) {
-  const auto address = round_up(reinterpret_cast<std::uintptr_t>(workspace), std::uintptr_t{256});
-  return reinterpret_cast<P*>(address + offset);
-}
-
 /// The unfolded route's GEMMs on the tile GEMM (Cfg: its tiles); a class template of its own, so
 /// that it is instantiated once per type and configuration whatever the rank.
 template <typename T, typename Cfg>
@@ -298,7 +296,7 @@ Status unfolded_dy(const Problem<NDim>& problem, const UnfoldShape& s, const T* 
   *rows = dy;
   if (!s.dy_packed) return Status::ok();
   DyRowsParams<T, NDim> pack = dy_rows_params<T>(problem, s);
-  pack.from = dy, pack.to = unfold_piece<T>(workspace, 0);
+  pack.from = dy, pack.to = workspace_piece<T>(workspace, 0);
   *rows = pack.to;
   return launch_mapped_copy(pack, stream);
 }
@@ -312,8 +310,8 @@ Status launch_unfolded_data(const gemm::TileGemmPlan& plan, const Problem<NDim>&
   const UnfoldWorkspace at = unfold_data_workspace<T>(problem);
   const T* dy_rows = nullptr;
   HIPGRAD_RETURN_IF_ERROR(unfolded_dy(problem, s, dy, workspace, stream, &dy_rows));
-  T* w_columns = unfold_piece<T>(workspace, at.second);
-  float* y = unfold_piece<float>(workspace, at.third);
+  T* w_columns = workspace_piece<T>(workspace, at.second);
+  float* y = workspace_piece<float>(workspace, at.third);
   WeightColumnsParams<T, NDim> spread = weight_columns_params<T, NDim>(problem, s, true);
   spread.from = w, spread.to = w_columns;
   HIPGRAD_RETURN_IF_ERROR(launch_mapped_copy(spread, stream));
@@ -333,11 +331,11 @@ Status launch_unfolded_weight(const gemm::TileGemmPlan& plan, int splits, const 
   const UnfoldWorkspace at = unfold_weight_workspace<T>(problem, splits);
   const T* dy_rows = nullptr;
   HIPGRAD_RETURN_IF_ERROR(unfolded_dy(problem, s, dy, workspace, stream, &dy_rows));
-  T* columns = unfold_piece<T>(workspace, at.second);
-  T* dw_columns = unfold_piece<T>(workspace, at.third);
+  T* columns = workspace_piece<T>(workspace, at.second);
+  T* dw_columns = workspace_piece<T>(workspace, at.third);
   const std::size_t dw_bytes =
       static_cast<std::size_t>(s.k_columns) * static_cast<std::size_t>(s.row_columns) * sizeof(T);
-  float* partials = unfold_piece<float>(workspace, at.third + round_up(dw_bytes, std::size_t{256}));
+  float* partials = workspace_piece<float>(workspace, at.third + round_up(dw_bytes, std::size_t{256}));
   UnfoldParams<T, NDim> unfold;
   unfold.x = x, unfold.columns = columns, unfold.rows = s.rows, unfold.geometry = unfold_geometry(problem, s);
   HIPGRAD_RETURN_IF_ERROR(launch_unfold(unfold, stream));
