@@ -55,11 +55,7 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::int64_t staged_offset(const StageParams<
   return a * p.staged[0] + b * p.staged[1] + x * p.staged[2] + c;
 }
 
-/// A run of a tile: kStageRun<T> elements (one 16-byte vector) along channels or positions.
-template <typename T>
-inline constexpr int kStageRun = 16 / static_cast<int>(sizeof(T));
-
-/// Run r of a tile of 2^channel_shift channels: its first element, walked along channels or positions.
+/// Run r of a tile of 2^channel_shift channels (runs of kRun elements, one 16-byte vector): its first element, walked along channels or positions.
 struct TileRun {
   int channel, position;
 };
@@ -87,11 +83,11 @@ struct StageSide {
   HIPGRAD_DEVICE HIPGRAD_INLINE bool exists(std::int64_t c, std::int64_t x) const {
     return x < p.positions && (caller ? b < p.b_used && c < p.channels_used : c < p.channels);
   }
-  /// Whether the run of kStageRun<T> elements from (c, x) along channels (or positions) is one
+  /// Whether the run of kVector16<T> elements from (c, x) along channels (or positions) is one
   /// aligned vector: the side walks memory that way in vectors, and the run's last element exists.
   /// The staged side is walked along its channels only.
   HIPGRAD_DEVICE HIPGRAD_INLINE bool whole_run(std::int64_t c, std::int64_t x, bool along_channels) const {
-    constexpr int kLast = kStageRun<T> - 1;
+    constexpr int kLast = kVector16<T> - 1;
     if (!caller) return exists(c + kLast, x);
     if (!p.caller_vectors || along_channels != p.caller_along_channels) return false;
     return along_channels ? exists(c + kLast, x) : exists(c, x + kLast);
@@ -104,7 +100,7 @@ struct StageSide {
 template <typename T>
 __global__ void __launch_bounds__(kStageThreads) stage_kernel(const StageParams<T> p) {
   using Bits = std::conditional_t<sizeof(T) == 2, std::uint16_t, std::uint32_t>;
-  constexpr int kRun = kStageRun<T>;
+  constexpr int kRun = kVector16<T>;
   constexpr int kRuns = kStageTile / (kStageThreads * kRun);
   __shared__ Bits tile[kStageTile + 32];
   const int row = (1 << (11 - p.channel_shift)) + 1;

@@ -16,6 +16,7 @@
 
 #include "hipgrad/core/integer_math.hpp"
 #include "hipgrad/core/status.hpp"
+#include "hipgrad/core/vector_access.hpp"
 #include "hipgrad/core/device_info.hpp"
 #include "hipgrad/ops/conv/common/op_checks.hpp"
 #include "hipgrad/ops/conv/common/packed_groups.hpp"
@@ -29,21 +30,6 @@ namespace hipgrad::conv::detail {
 
 /// The tensors of a convolution, as Problem names their strides.
 enum class StagedTensor { kInput, kWeight, kOutput };
-
-/// Channels of a staged tensor: `channels` rounded up to a 16-byte vector of T.
-template <typename T>
-Index staged_channels(Index channels) {
-  return round_up(channels, static_cast<Index>(16 / sizeof(T)));
-}
-
-/// Whether `problem`'s tensors are channels-last in whole 16-byte vectors of T (the box path's
-/// and the vector reads' form); where they are not, kAuto may stage them.
-template <typename T, int NDim>
-bool channels_in_whole_vectors(const Problem<NDim>& problem) {
-  const auto vector = static_cast<Index>(16 / sizeof(T));
-  return problem.input_strides[2] == 1 && problem.output_strides[2] == 1 && problem.weight_strides[2] == 1 &&
-         problem.params.C % vector == 0 && problem.params.K % vector == 0;
-}
 
 /// Why the staged route cannot run `problem` (null where it can): the matrix paths' types (16-bit
 /// data or TF32) and spatial dimensions that merge into one stride in each tensor.
@@ -63,8 +49,7 @@ const char* stage_blocker(const Problem<NDim>& problem) {
 /// caller has it: channels-last, whole vectors, nothing padded).
 template <typename T, int NDim>
 bool is_staged(const Problem<NDim>& problem, StagedTensor tensor) {
-  const auto vector = static_cast<Index>(16 / sizeof(T));
-  const bool c = problem.params.C % vector == 0, k = problem.params.K % vector == 0;
+  const bool c = problem.params.C % kVector16<T> == 0, k = problem.params.K % kVector16<T> == 0;
   switch (tensor) {
     case StagedTensor::kInput: return !(problem.input_strides[2] == 1 && c);
     case StagedTensor::kOutput: return !(problem.output_strides[2] == 1 && k);
@@ -73,12 +58,20 @@ bool is_staged(const Problem<NDim>& problem, StagedTensor tensor) {
   return !(problem.weight_strides[2] == 1 && c && k);
 }
 
+/// Whether `problem`'s tensors are channels-last in whole 16-byte vectors of T (the box path's
+/// and the vector reads' form): none is copied. Where they are not, kAuto may stage them.
+template <typename T, int NDim>
+bool channels_in_whole_vectors(const Problem<NDim>& problem) {
+  return !is_staged<T>(problem, StagedTensor::kInput) && !is_staged<T>(problem, StagedTensor::kOutput) &&
+         !is_staged<T>(problem, StagedTensor::kWeight);
+}
+
 /// The staged problem: C and K rounded up to whole vectors, each copied tensor channels-last
 /// packed (NHWGC, GKYXC), the others at the caller's strides; kAuto routes it.
 template <typename T, int NDim>
 Problem<NDim> staged_problem(const Problem<NDim>& problem) {
   ConvParams<NDim> p = problem.params;
-  p.C = staged_channels<T>(p.C), p.K = staged_channels<T>(p.K);
+  p.C = padded_channels<T, true>(p.C), p.K = padded_channels<T, true>(p.K);
   Problem<NDim> staged = Problem<NDim>::packed(p, ConvLayout::kNHWGC);
   if (!is_staged<T>(problem, StagedTensor::kInput)) staged.input_strides = problem.input_strides;
   if (!is_staged<T>(problem, StagedTensor::kOutput)) staged.output_strides = problem.output_strides;
@@ -152,7 +145,7 @@ StageParams<T> stage_params(const Problem<NDim>& problem, const Problem<NDim>& s
   c.caller_along_channels = c.positions == 1 || c.caller[2] <= c.caller[3];
   // Vectors along the walked dimension where it is contiguous and every other stride keeps a
   // run's start on a whole vector (the pointer's alignment is the launch's to check).
-  const std::int64_t run = kStageRun<T>;
+  const std::int64_t run = kVector16<T>;
   const std::int64_t across = c.caller_along_channels ? c.caller[3] : c.caller[2];
   c.caller_vectors = (c.caller_along_channels ? c.caller[2] : c.caller[3]) == 1 && across % run == 0 &&
                      c.caller[0] % run == 0 && c.caller[1] % run == 0;
