@@ -387,8 +387,10 @@ TEST(ConvDirectPlan, AutoTakesFewChannelsPerGroup) {
   const Problem<2> depthwise =
       Problem<2>::packed(conv_params<2>(96, 8, 1, 1, {7, 7}, {56, 56}, {1, 1}, {1, 1}, {3, 3}, {3, 3}));
   const ConvParams<2> resnext_params = conv_params<2>(32, 8, 8, 8, {3, 3}, {28, 28}, {1, 1}, {1, 1}, {1, 1}, {1, 1});
-  // 8 channels per group: NCHW (where the GEMM would run SIMT) direct, channels-last the box path.
-  const Problem<2> resnext = Problem<2>::packed(resnext_params, ConvLayout::kNGCHW);
+  // 8 channels per group channels-last: the box path; 4 in NCHW (where the GEMM would run SIMT, and
+  // staging would pad the groups to twice their work): direct.
+  const Problem<2> resnext = Problem<2>::packed(
+      conv_params<2>(32, 8, 4, 4, {3, 3}, {28, 28}, {1, 1}, {1, 1}, {1, 1}, {1, 1}), ConvLayout::kNGCHW);
   const Problem<2> resnext_nhwgc = Problem<2>::packed(resnext_params);
   EXPECT_EQ(Data::name(resnext_nhwgc).find("_direct_"), std::string::npos) << Data::name(resnext_nhwgc);
   const Problem<2> dense =

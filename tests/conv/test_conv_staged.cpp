@@ -4,8 +4,9 @@
 ///        in the padded channels and K rows), the CPU reference run on the staged problem, the
 ///        result copied back — give the reference's dx and dw exactly on NCHW, odd channel counts,
 ///        G > 1, 1-D/2-D/3-D, strides, pads and weights in other strides, every caller element
-///        written once. GPU (fp16, bf16, TF32): both ops under kAuto stage these problems and match
-///        the CPU reference, outputs and workspace poisoned first; forced, it refuses with a reason.
+///        written once; NCHW groups of whole vectors stage ahead of the direct kernels. GPU (fp16,
+///        bf16, TF32): both ops under kAuto stage these problems and match the CPU reference,
+///        outputs and workspace poisoned first; forced, it refuses with a reason.
 
 #include <gtest/gtest.h>
 
@@ -76,6 +77,22 @@ TEST(ConvStaged, RuleTakesNchwAndOddChannels) {
   EXPECT_TRUE((detail::is_staged<hipgrad::half, 2>(vae, StagedTensor::kOutput)));
   EXPECT_TRUE((detail::is_staged<hipgrad::half, 2>(vae, StagedTensor::kWeight)));
   EXPECT_EQ(detail::staged_problem<hipgrad::half>(vae).input_strides, vae.input_strides);
+  // Groups of whole vectors in NCHW stage ahead of the direct kernels (packed there); groups of 4
+  // channels (their work padded to twice), channels-last groups and TF32 (no packed groups) do not.
+  const ConvParams<2> g8 = conv_params<2>(32, 2, 8, 8, {3, 3}, {9, 8}, {1, 1}, {1, 1}, {1, 1}, {1, 1});
+  ConvParams<2> g4 = g8;
+  g4.C = 4, g4.K = 4;
+  const auto before_direct = [](const Problem<2>& problem) {
+    return detail::stages_before_direct<hipgrad::half, 2>(problem);
+  };
+  EXPECT_TRUE(before_direct(Problem<2>::packed(g8, ConvLayout::kNGCHW)));
+  EXPECT_FALSE(before_direct(Problem<2>::packed(g4, ConvLayout::kNGCHW)));
+  EXPECT_FALSE(before_direct(Problem<2>::packed(g8)));
+  Problem<2> g8_tf32 = Problem<2>::packed(g8, ConvLayout::kNGCHW);
+  g8_tf32.allow_tf32 = true;
+  EXPECT_FALSE((detail::stages_before_direct<float, 2>(g8_tf32)));
+  EXPECT_TRUE((detail::may_stage<hipgrad::half, 2>(Problem<2>::packed(g8, ConvLayout::kNGCHW), true)));
+  EXPECT_FALSE((detail::may_stage<hipgrad::half, 2>(Problem<2>::packed(g4, ConvLayout::kNGCHW), true)));
 }
 
 /// The host's run of one copy: every element of the destination the kernel writes, from the
@@ -252,6 +269,15 @@ TYPED_TEST(ConvStagedTest, AutoStagesAndMatchesTheReference) {
                                                        {0, 1, 1}, {0, 1, 1}),
                                         ConvLayout::kNGCHW),
                      seed += 10);
+  // ResNeXt-like groups of 8 and 16 channels in NCHW (16-bit: staged ahead of the direct kernels).
+  if (sizeof(T) == 2) {
+    check_staged<T, 2>(Problem<2>::packed(conv_params<2>(8, 2, 8, 8, {3, 3}, {11, 12}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
+                                          ConvLayout::kNGCHW),
+                       seed += 10);
+    check_staged<T, 2>(Problem<2>::packed(conv_params<2>(4, 2, 16, 16, {3, 3}, {9, 7}, {2, 2}, {1, 1}, {1, 1}, {1, 1}),
+                                          ConvLayout::kNGCHW),
+                       seed += 10);
+  }
   // A VAE's 3-channel output conv: K = 3, channels-last (16-bit: TF32 backward-data has no box
   // path to stage for) and NCHW.
   for (ConvLayout layout : {ConvLayout::kNHWGC, ConvLayout::kNGCHW}) {

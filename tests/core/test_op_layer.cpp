@@ -127,6 +127,21 @@ TEST(PlanCache, FindsEqualKeysOnlyAndReplacesRoundRobin) {
   EXPECT_EQ(made, before + 2);
 }
 
+TEST(PlanCache, KeepsTheLayersOfANetwork) {
+  // By default as many plans as a network's distinct layers: a training step finds them all.
+  using Key = hipgrad::PlanKey<1>;
+  hipgrad::RecentPlans<Key, int> recent;
+  int made = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int layer = 0; layer < 64; ++layer) {
+      Key key;
+      key.add(layer);
+      EXPECT_EQ(recent.find_or_make(key, [&] { return ++made, layer; }), layer);
+    }
+  }
+  EXPECT_EQ(made, 64);
+}
+
 TEST(DeviceInfo, MatchesTheRuntimeAndIsOneObjectForEveryThread) {
   HIPGRAD_SKIP_WITHOUT_GPU();
   int device = 0, multiprocessors = 0, block_bytes = 0, sm_bytes = 0, warp = 0;

@@ -4,10 +4,11 @@
 ///
 /// Ops plan from the problem, the pointers' alignment and the device (DeviceInfo); a key holds
 /// all three, so a hit is exactly the plan the call would make. Per thread, hence no lock: the
-/// cache is a handful of entries searched in order, replaced round-robin.
+/// cache is a list of entries searched in order, replaced round-robin once full.
 #pragma once
 
 #include <array>
+#include <vector>
 
 #include "hipgrad/core/strides.hpp"
 
@@ -36,29 +37,34 @@ class PlanKey {
   int size_ = 0;
 };
 
-/// The last kEntries (key, plan) pairs of one op on this thread. `Plan` is copied out, so a
-/// caller's plan stays valid whatever later calls do.
-template <typename Key, typename Plan, int kEntries = 8>
+/// The last kEntries (key, plan) pairs of one op on this thread: as many as the distinct layers
+/// of a network, so that a training step finds every plan. Entries are allocated as they come.
+/// `Plan` is copied out, so a caller's plan stays valid whatever later calls do.
+template <typename Key, typename Plan, int kEntries = 64>
 class RecentPlans {
  public:
   /// The plan kept for `key`, or make()'s, then kept.
   template <typename Make>
   Plan find_or_make(const Key& key, Make&& make) {
-    for (int i = 0; i < count_; ++i)
-      if (keys_[i] == key) return plans_[i];
+    for (const Entry& entry : entries_)
+      if (entry.key == key) return entry.plan;
     const Plan plan = make();
     if (!key.fits()) return plan;
-    keys_[next_] = key;
-    plans_[next_] = plan;
-    next_ = (next_ + 1) % kEntries;
-    if (count_ < kEntries) ++count_;
+    if (static_cast<int>(entries_.size()) < kEntries) {
+      entries_.push_back({key, plan});
+    } else {
+      entries_[next_] = {key, plan};
+      next_ = (next_ + 1) % kEntries;
+    }
     return plan;
   }
 
  private:
-  std::array<Key, kEntries> keys_{};
-  std::array<Plan, kEntries> plans_{};
-  int count_ = 0;
+  struct Entry {
+    Key key;
+    Plan plan;
+  };
+  std::vector<Entry> entries_;
   int next_ = 0;
 };
 

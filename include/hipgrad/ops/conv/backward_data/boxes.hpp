@@ -222,7 +222,7 @@ template <int NDim>
 std::vector<PositionBoxes<NDim>> phase_boxes(const Problem<NDim>& problem, int rows) {
   PlanKey<5 * NDim + 4> key = phase_key(problem);
   key.add(problem.params.N).add(rows);
-  thread_local RecentPlans<PlanKey<5 * NDim + 4>, std::vector<PositionBoxes<NDim>>, 8> recent;
+  thread_local RecentPlans<PlanKey<5 * NDim + 4>, std::vector<PositionBoxes<NDim>>> recent;
   return recent.find_or_make(key, [&] {
     ++conv_plan_counts().box_searches;
     std::vector<PositionBoxes<NDim>> boxes;

@@ -84,7 +84,7 @@ struct DataPlanner {
   /// The plan of (problem, dy, w, dx) on the current device, made once per problem, alignment
   /// of the pointers and device on this thread. The pointers' own checks are the caller's.
   static Plan find(const Problem& problem, const T* dy, const T* w, const T* dx) {
-    thread_local RecentPlans<ConvPlanKey, Plan, 8> recent;
+    thread_local RecentPlans<ConvPlanKey, Plan> recent;
     return recent.find_or_make(conv_call_key(problem, dy, w, dx), [&] { return make(problem, dy, w, dx); });
   }
 
@@ -100,6 +100,11 @@ struct DataPlanner {
         choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold).is_ok() && unfold)
       return plan.route = DataRoute::kUnfolded, plan;
     if (!plan.status.is_ok() || (!direct && !(plan.status = check_index_space(problem)).is_ok())) return plan;
+    // Groups of whole vectors in NCHW: staged, they pack onto the tensor cores.
+    bool staged = false;
+    if (direct && stages_before_direct<T>(problem) &&
+        staged_choice(problem, dy, w, dx, data_channels_contiguous(problem), &staged, true).is_ok() && staged)
+      return plan.route = DataRoute::kStaged, plan;
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, dy)) > 1) return plan.route = DataRoute::kPacked, plan;
     if (direct) return plan.route = DataRoute::kDirect, plan;
@@ -117,7 +122,6 @@ struct DataPlanner {
       return plan;
     }
     plan.vectors = data_channels_contiguous(problem);
-    bool staged = false;
     if (!(plan.status = staged_choice(problem, dy, w, dx, plan.vectors, &staged)).is_ok()) return plan;
     if (staged) return plan.route = DataRoute::kStaged, plan;
     plan.tile = plan.vectors ? Tiles::gather_tile(problem.params.C) : Tiles::kWideTile;
@@ -179,15 +183,15 @@ struct DataPlanner {
 
   /// *staged where the call takes the staged route (choose_staged), its plan found with the
   /// caller's pointers for the tensors not copied.
-  static Status staged_choice(const Problem& problem, const T* dy, const T* w, const T* dx, bool vectors,
-                              bool* staged) {
+  static Status staged_choice(const Problem& problem, const T* dy, const T* w, const T* dx, bool vectors, bool* staged,
+                              bool packed_only = false) {
     const auto find_staged = [&](const StagedLayout<NDim>& at) {
       void* const workspace = const_cast<unsigned char*>(workspace_stand_in<unsigned char>());
       return find(at.problem, staged_tensor(at, StagedTensor::kOutput, dy, workspace),
                   staged_tensor(at, StagedTensor::kWeight, w, workspace),
                   staged_tensor(at, StagedTensor::kInput, dx, workspace));
     };
-    return choose_staged<T>(problem, may_stage(problem), vectors, find_staged, staged);
+    return choose_staged<T>(problem, may_stage(problem), vectors, find_staged, staged, packed_only);
   }
 
   using UnfoldedGemms = UnfoldGemms<T, typename Tiles::Wide>;

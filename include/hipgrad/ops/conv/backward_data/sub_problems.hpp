@@ -25,7 +25,7 @@ using BackwardDataSubProblem =
 /// The phases of `problem` with dx positions, decomposed once per convolution on this thread.
 template <int NDim>
 std::vector<Phase<NDim>> backward_data_phases(const Problem<NDim>& problem) {
-  thread_local RecentPlans<PlanKey<5 * NDim + 4>, std::vector<Phase<NDim>>, 8> recent;
+  thread_local RecentPlans<PlanKey<5 * NDim + 4>, std::vector<Phase<NDim>>> recent;
   return recent.find_or_make(phase_key(problem), [&] {
     ++conv_plan_counts().phase_decompositions;
     const ConvParams<NDim>& p = problem.params;

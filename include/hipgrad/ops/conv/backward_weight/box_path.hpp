@@ -133,7 +133,7 @@ struct WeightBoxPath {
   static Geometry geometry(const Problem& problem) {
     if (!may_run(problem)) return Geometry{};
     const DeviceInfo& device = current_device_info();
-    thread_local RecentPlans<ConvPlanKey, Geometry, 16> recent;
+    thread_local RecentPlans<ConvPlanKey, Geometry> recent;
     return recent.find_or_make(conv_plan_key(device, problem), [&] { return make_geometry(problem); });
   }
 

@@ -64,7 +64,7 @@ struct WeightPlanner {
   /// The plan of (problem, x, dy) on the current device, made once per problem, alignment of
   /// the pointers and device on this thread. The pointers' own checks are the caller's.
   static Plan find(const Problem& problem, const T* x, const T* dy, const T* dw) {
-    thread_local RecentPlans<ConvPlanKey, Plan, 8> recent;
+    thread_local RecentPlans<ConvPlanKey, Plan> recent;
     return recent.find_or_make(conv_call_key(problem, x, dy, dw), [&] { return make(problem, x, dy, dw); });
   }
 
@@ -80,6 +80,11 @@ struct WeightPlanner {
         choose_unfold<T>(problem, unfold_gemm, &plan.unfolded, &unfold).is_ok() && unfold)
       return plan.route = WeightRoute::kUnfolded, plan.splits = unfolded_splits(problem), plan;
     if (!plan.status.is_ok() || (!direct && !(plan.status = check_index_space(problem)).is_ok())) return plan;
+    // Groups of whole vectors in NCHW: staged, they pack onto the tensor cores.
+    bool staged = false;
+    if (direct && stages_before_direct<T>(problem) &&
+        staged_choice(problem, x, dy, dw, weight_channels_contiguous(problem), &staged, true).is_ok() && staged)
+      return plan.route = WeightRoute::kStaged, plan;
     // Packing groups goes before the direct kernels kAuto would take.
     if ((plan.packed_groups = packed_groups(problem, x, dy)) > 1) return plan.route = WeightRoute::kPacked, plan;
     if (direct) return plan.route = WeightRoute::kDirect, plan.splits = plan.direct.slices(), plan;
@@ -90,7 +95,6 @@ struct WeightPlanner {
     if (!(plan.status = Boxes::choose(problem, x, dy, plan.boxes, &boxes)).is_ok()) return plan;
     if (boxes) return plan.route = WeightRoute::kBoxes, plan.splits = plan.boxes.splits, plan;
     plan.vectors = weight_channels_contiguous(problem);
-    bool staged = false;
     if (!(plan.status = staged_choice(problem, x, dy, dw, plan.vectors, &staged)).is_ok()) return plan;
     if (staged) return plan.route = WeightRoute::kStaged, plan;
     plan.splits = plan.vectors ? splits_for<true>(problem) : splits_for<false>(problem);
@@ -170,15 +174,15 @@ struct WeightPlanner {
 
   /// *staged where the call takes the staged route (choose_staged), its plan found with the
   /// caller's pointers for the tensors not copied.
-  static Status staged_choice(const Problem& problem, const T* x, const T* dy, const T* dw, bool vectors,
-                              bool* staged) {
+  static Status staged_choice(const Problem& problem, const T* x, const T* dy, const T* dw, bool vectors, bool* staged,
+                              bool packed_only = false) {
     const auto find_staged = [&](const StagedLayout<NDim>& at) {
       void* const workspace = const_cast<unsigned char*>(workspace_stand_in<unsigned char>());
       return find(at.problem, staged_tensor(at, StagedTensor::kInput, x, workspace),
                   staged_tensor(at, StagedTensor::kOutput, dy, workspace),
                   staged_tensor(at, StagedTensor::kWeight, dw, workspace));
     };
-    return choose_staged<T>(problem, may_stage(problem), vectors, find_staged, staged);
+    return choose_staged<T>(problem, may_stage(problem), vectors, find_staged, staged, packed_only);
   }
 
   using UnfoldedGemms = UnfoldGemms<T, Cfg>;

@@ -21,7 +21,7 @@ struct DirectPath {
 
   /// The plan of `problem` on the current device, made once per problem and device on this thread.
   static Plan plan(const Problem<NDim>& problem) {
-    thread_local RecentPlans<ConvPlanKey, Plan, 8> recent;
+    thread_local RecentPlans<ConvPlanKey, Plan> recent;
     const DeviceInfo& device = current_device_info();
     return recent.find_or_make(conv_plan_key(device, problem), [&] { return MakePlan{}(problem, device); });
   }

@@ -181,23 +181,36 @@ Status stage_tensor(const StagedLayout<NDim>& at, const Problem<NDim>& problem, 
   return launch_stage(c, multiprocessors, stream);
 }
 
+/// Whether kAuto stages `problem` ahead of the direct kernels: copied tensors whose groups of at
+/// least one whole vector of channels each the staged problem packs onto the tensor cores
+/// (ResNeXt's and RegNet's groups in NCHW). Fewer channels would pad the groups' work to twice
+/// and more, and stay with the direct kernels.
+template <typename T, int NDim>
+bool stages_before_direct(const Problem<NDim>& problem) {
+  const ConvParams<NDim>& p = problem.params;
+  return problem.algorithm == Algorithm::kAuto && stage_blocker<T>(problem) == nullptr &&
+         !channels_in_whole_vectors<T>(problem) && p.C >= kVector16<T> && p.K >= kVector16<T> &&
+         packed_group_count<T>(staged_problem<T>(problem)) > 1;
+}
+
 /// Whether a call may take the staged route: forced where it runs, or kAuto's rule for tensors not
 /// channels-last in whole vectors that neither the direct kernels (`direct`: whether they take
-/// it), packed groups nor unfolded windows take.
+/// it; stages_before_direct overrides them), packed groups nor unfolded windows take.
 template <typename T, int NDim>
 bool may_stage(const Problem<NDim>& problem, bool direct) {
   if (stage_blocker<T>(problem) != nullptr) return false;
   return problem.algorithm == Algorithm::kStaged ||
-         (problem.algorithm == Algorithm::kAuto && !channels_in_whole_vectors<T>(problem) && !direct &&
-          packed_group_count<T>(problem) < 2 && !unfolds<T>(problem));
+         (problem.algorithm == Algorithm::kAuto && !channels_in_whole_vectors<T>(problem) &&
+          (!direct || stages_before_direct<T>(problem)) && packed_group_count<T>(problem) < 2 && !unfolds<T>(problem));
 }
 
 /// A call's choice of the staged route (`may`: may_stage), *staged where it takes it: forced, or
 /// under kAuto where the staged problem's plan, find(staged layout), takes a faster path than the
-/// gather GEMM (reading vectors where `vectors`) the problem would; not ok (the reason) where it
-/// is forced and cannot run.
+/// gather GEMM (reading vectors where `vectors`) the problem would — packed groups where
+/// `packed_only` (ahead of the direct kernels); not ok (the reason) where it is forced and cannot run.
 template <typename T, int NDim, typename Find>
-Status choose_staged(const Problem<NDim>& problem, bool may, bool vectors, Find&& find, bool* staged) {
+Status choose_staged(const Problem<NDim>& problem, bool may, bool vectors, Find&& find, bool* staged,
+                     bool packed_only = false) {
   const bool forced = problem.algorithm == Algorithm::kStaged;
   const auto status = [&] {
     if (const char* blocker = stage_blocker<T>(problem))
@@ -208,6 +221,8 @@ Status choose_staged(const Problem<NDim>& problem, bool may, bool vectors, Find&
     const bool vector_gather_pays = forced || (!vectors && inner.vectors);
     if (inner.route == Route::kGathered && !vector_gather_pays)
       return Status::not_supported("the staged problem takes the same gather GEMM");
+    if (packed_only && !forced && inner.route != Route::kPacked)
+      return Status::not_supported("the staged problem packs no groups");
     return Status::ok();
   };
   return choose_path(forced || may, forced, status, staged);
