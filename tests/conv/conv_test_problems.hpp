@@ -82,7 +82,9 @@ void expect_vectors_match_elements(const Loader& l, int length) {
       const auto direct = l.vector(0, k, 1);
       const auto split = l.vector(l.mn_state(0), advanced, 1);
       ASSERT_EQ(split.valid, direct.valid) << "k " << k << " step " << step;
-      if (direct.valid > 0) ASSERT_EQ(split.pointer, direct.pointer) << "k " << k << " step " << step;
+      if (direct.valid > 0) {
+        ASSERT_EQ(split.pointer, direct.pointer) << "k " << k << " step " << step;
+      }
     }
   }
   for (int mn = 0; mn < l.mn_size(); ++mn) {
@@ -91,7 +93,9 @@ void expect_vectors_match_elements(const Loader& l, int length) {
       const auto direct = l.vector(mn, k, 1);
       const auto split = l.vector(l.mn_state(mn), advanced, 1);
       ASSERT_EQ(split.valid, direct.valid) << "mn " << mn << " k " << k;
-      if (direct.valid > 0) ASSERT_EQ(split.pointer, direct.pointer) << "mn " << mn << " k " << k;
+      if (direct.valid > 0) {
+        ASSERT_EQ(split.pointer, direct.pointer) << "mn " << mn << " k " << k;
+      }
       const bool starts = Loader::kKContiguous ? k % length == 0 : mn % length == 0;
       if (!starts) continue;
       const auto v = l.vector(mn, k, length);

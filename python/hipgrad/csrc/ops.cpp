@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bridge.hpp"
+#include "layout.hpp"
 
 namespace hipgrad_torch {
 namespace {
@@ -67,12 +68,7 @@ bool channels_last(const at::Tensor& t) {
 /// An uninitialised tensor of `sizes`, channels-last (N, spatial..., C) or contiguous.
 at::Tensor empty_in_layout(at::IntArrayRef sizes, bool last, const at::TensorOptions& options) {
   if (!last) return at::empty(sizes, options);
-  std::vector<std::int64_t> strides(sizes.size());
-  std::int64_t stride = 1;
-  strides[1] = stride, stride *= sizes[1];
-  for (std::size_t d = sizes.size() - 1; d >= 2; --d) strides[d] = stride, stride *= sizes[d];
-  strides[0] = stride;
-  return at::empty_strided(sizes, strides, options);
+  return at::empty_strided(sizes, channels_last_strides(sizes.data(), static_cast<int>(sizes.size())), options);
 }
 
 // ---- GroupNorm -------------------------------------------------------------------------------
@@ -188,19 +184,7 @@ std::array<std::int64_t, 3> per_dim(at::IntArrayRef values, int ndim, const char
   return out;
 }
 
-/// Strides of an activation [N, G·C, spatial...] as hipgrad's [G, N, C, spatial...].
-void activation_strides(std::int64_t* to, const at::Tensor& t, std::int64_t per_group) {
-  to[0] = per_group * t.stride(1), to[1] = t.stride(0), to[2] = t.stride(1);
-  for (std::int64_t d = 2; d < t.dim(); ++d) to[d + 1] = t.stride(d);
-}
-
-/// Strides of a weight [G·K, C, filter...] as hipgrad's [G, K, C, filter...].
-void weight_strides(std::int64_t* to, const at::Tensor& t, std::int64_t per_group) {
-  to[0] = per_group * t.stride(0), to[1] = t.stride(0);
-  for (std::int64_t d = 1; d < t.dim(); ++d) to[d + 1] = t.stride(d);
-}
-
-/// What both conv ops check and describe: the call (strides of the output still unset) and the
+/// What both conv ops check and describe: the call (its strides set by conv_output) and the
 /// output's sizes. `other` is the weight (backward-data) or the input (backward-weight); `size`
 /// the output's: the input's sizes or the weight's.
 ConvCall conv_call(const at::Tensor& grad_output, const at::Tensor& other, at::IntArrayRef size, bool weight_grad,
@@ -230,29 +214,21 @@ ConvCall conv_call(const at::Tensor& grad_output, const at::Tensor& other, at::I
     call.pad_left[i] = left[i], call.pad_right[i] = right[i];
     TORCH_CHECK(s[i] > 0 && d[i] > 0 && left[i] >= 0 && right[i] >= 0, kPrefix,
                 "stride and dilation must be positive, padding not negative");
-    const std::int64_t span = x[i + 2] + left[i] + right[i] - d[i] * (w[i + 2] - 1) - 1;
-    TORCH_CHECK(span >= 0 && span / s[i] + 1 == grad_output.size(i + 2) && grad_output.size(0) == x[0] &&
-                    grad_output.size(1) == w[0],
+    const std::int64_t out = conv_output_length(x[i + 2], w[i + 2], s[i], d[i], left[i], right[i]);
+    TORCH_CHECK(out > 0 && out == grad_output.size(i + 2) && grad_output.size(0) == x[0] && grad_output.size(1) == w[0],
                 kPrefix, "grad_output has sizes ", grad_output.sizes(), "; the convolution of input ", x, " by weight ",
                 w, " gives other sizes");
   }
   call.allow_tf32 = allow_tf32;
-  activation_strides(call.output_strides, grad_output, call.K);
-  if (weight_grad)
-    activation_strides(call.input_strides, other, call.C);
-  else
-    weight_strides(call.weight_strides, other, call.K);
   return call;
 }
 
-/// The output of a conv call: dx in grad_output's layout, dw in the input's.
+/// The output of a conv call, dx in grad_output's layout, dw in the input's; the call's strides.
 at::Tensor conv_output(ConvCall& call, const at::Tensor& grad_output, const at::Tensor& other, at::IntArrayRef size,
                        bool weight_grad) {
   at::Tensor out = empty_in_layout(size, channels_last(weight_grad ? other : grad_output), grad_output.options());
-  if (weight_grad)
-    weight_strides(call.weight_strides, out, call.K);
-  else
-    activation_strides(call.input_strides, out, call.C);
+  const at::Tensor &x = weight_grad ? other : out, &w = weight_grad ? out : other;
+  set_conv_strides(&call, x.strides().data(), w.strides().data(), grad_output.strides().data());
   return out;
 }
 
