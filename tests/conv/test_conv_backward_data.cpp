@@ -150,6 +150,47 @@ TYPED_TEST(ConvBackwardDataTest, RunsAreBitwiseRepeatable) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0);
 }
 
+/// A path that copies a sub-problem table from host memory (the gather GEMM) refuses a stream being
+/// captured into a graph, with the reason: the recorded copy would read the freed table when the
+/// graph runs.
+TEST(ConvBackwardDataCapture, TableCopyingPathsRefuseAGraphCapture) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  using T = hipgrad::half;
+  using Op = hipgrad::conv::BackwardData<T, 2>;
+  Problem<2> problem =
+      Problem<2>::packed(hipgrad::test::conv_params<2>(1, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1}));
+  problem.algorithm = Algorithm::kGather;
+  const ConvParams<2>& p = problem.params;
+  DeviceBuffer<T> dy, w, dx;
+  DeviceBuffer<unsigned char> workspace;
+  ASSERT_TRUE(
+      dy.allocate(static_cast<std::size_t>(Problem<2>::element_space(p.output_lengths(), problem.output_strides)))
+          .is_ok());
+  ASSERT_TRUE(
+      w.allocate(static_cast<std::size_t>(Problem<2>::element_space(p.weight_lengths(), problem.weight_strides)))
+          .is_ok());
+  ASSERT_TRUE(dx.allocate(static_cast<std::size_t>(Problem<2>::element_space(p.input_lengths(), problem.input_strides)))
+                  .is_ok());
+  ASSERT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+  const Op::Args args{dy.data(), w.data(), dx.data()};
+  const Status check = Op::can_implement(problem, args);
+  if (!check.is_ok()) GTEST_SKIP() << "the gather path does not run here: " << check.to_string();
+  hipStream_t stream = nullptr;
+  ASSERT_EQ(hipStreamCreate(&stream), hipSuccess);
+  ASSERT_EQ(hipStreamBeginCapture(stream, hipStreamCaptureModeThreadLocal), hipSuccess);
+  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), stream);
+  hipGraph_t graph = nullptr;
+  EXPECT_EQ(hipStreamEndCapture(stream, &graph), hipSuccess);
+  if (graph != nullptr) EXPECT_EQ(hipGraphDestroy(graph), hipSuccess);
+  EXPECT_EQ(hipStreamDestroy(stream), hipSuccess);
+  EXPECT_EQ(s.code(), hipgrad::StatusCode::kNotSupported) << s.to_string();
+  EXPECT_NE(s.message().find("captured into a graph"), std::string::npos) << s.to_string();
+  // Outside a capture the same call runs.
+  const Status outside = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(outside.is_ok()) << outside.to_string();
+  EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
+}
+
 /// A dx of more than 2^31 elements (fp16, 1-D, 8 × (2^28 + 5) elements), on kAuto's path and the
 /// direct kernels: 64-bit offsets in the loaders and the epilogue. dx is poisoned first and must hold no NaN afterwards; sampled
 /// elements (the first, the last, seeded random ones) are compared with sums computed here.

@@ -98,6 +98,21 @@ inline hipError_t hipMemsetAsync(void* dst, int value, size_t bytes, hipStream_t
   return cudaMemsetAsync(dst, value, bytes, stream);
 }
 inline hipError_t hipStreamCreate(hipStream_t* stream) { return cudaStreamCreate(stream); }
+using hipStreamCaptureStatus = cudaStreamCaptureStatus;
+inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = cudaStreamCaptureStatusNone;
+inline hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus* status) {
+  return cudaStreamIsCapturing(stream, status);
+}
+using hipGraph_t = cudaGraph_t;
+using hipStreamCaptureMode = cudaStreamCaptureMode;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeThreadLocal = cudaStreamCaptureModeThreadLocal;
+inline hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode) {
+  return cudaStreamBeginCapture(stream, mode);
+}
+inline hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* graph) {
+  return cudaStreamEndCapture(stream, graph);
+}
+inline hipError_t hipGraphDestroy(hipGraph_t graph) { return cudaGraphDestroy(graph); }
 inline hipError_t hipStreamDestroy(hipStream_t stream) { return cudaStreamDestroy(stream); }
 inline hipError_t hipStreamSynchronize(hipStream_t stream) { return cudaStreamSynchronize(stream); }
 inline hipError_t hipEventCreate(hipEvent_t* event) { return cudaEventCreate(event); }

@@ -74,12 +74,19 @@ std::size_t grouped_tail_workspace_bytes(int count, std::size_t tail_bytes) {
 template <typename LoaderA, typename LoaderB, typename Epilogue>
 Status stage_grouped_problems(const SubProblem<LoaderA, LoaderB, Epilogue>* problems, int count,
                               const std::vector<long long>& starts, void* workspace, hipStream_t stream,
-                              GroupedProblems<LoaderA, LoaderB, Epilogue>* staged_problems,
-                              const void* tail = nullptr, std::size_t tail_bytes = 0) {
+                              GroupedProblems<LoaderA, LoaderB, Epilogue>* staged_problems, const void* tail = nullptr,
+                              std::size_t tail_bytes = 0) {
   using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
+  // A graph would record the copy and read `staged` when it runs, after this call has freed it.
+  hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
+  HIPGRAD_RETURN_IF_HIP_ERROR(hipStreamIsCapturing(stream, &capture));
+  if (capture != hipStreamCaptureStatusNone)
+    return Status::not_supported(
+        "a stream being captured into a graph: this path copies its sub-problem table from host memory "
+        "that the call frees");
   const std::size_t offset = grouped_starts_offset<Problem>(count);
   std::vector<unsigned char> staged(tail_bytes > 0 ? grouped_tail_workspace_bytes<Problem>(count, tail_bytes)
-                                                  : grouped_workspace_bytes<Problem>(count));
+                                                   : grouped_workspace_bytes<Problem>(count));
   std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
   std::memcpy(staged.data() + offset, starts.data(), starts.size() * sizeof(long long));
   if (tail_bytes > 0) std::memcpy(staged.data() + grouped_tail_offset<Problem>(count), tail, tail_bytes);
@@ -145,9 +152,8 @@ class GroupedGemmLauncher {
     HIPGRAD_RETURN_IF_ERROR(check_workspace(plan.workspace_bytes, workspace, bytes));
     if (plan.items == 0) return Status::ok();
     GroupedProblems<LoaderA, LoaderB, Epilogue> device_problems{};
-    HIPGRAD_RETURN_IF_ERROR(
-        stage_grouped_problems(problems, count, item_starts(plan.path, problems, count), workspace, stream,
-                               &device_problems));
+    HIPGRAD_RETURN_IF_ERROR(stage_grouped_problems(problems, count, item_starts(plan.path, problems, count), workspace,
+                                                   stream, &device_problems));
     return launch_kernel(plan, device_problems, stream);
   }
 
