@@ -1,6 +1,6 @@
 """Builds hipgrad's PyTorch extension against the installed PyTorch:
 
-    pip install --no-build-isolation ./python
+    python3 -m pip install --no-build-isolation ./python
 
 The ops' kernels are the library's instances (instances/*.cpp), each compiled once by nvcc into
 the extension. HIPGRAD_CUDA_ARCH picks the target (default 90a: the Hopper paths need the `a`

@@ -13,7 +13,7 @@ def _missing():
     try:
         import hipgrad  # noqa: F401
     except ImportError as error:
-        return "hipgrad's extension is not built (pip install --no-build-isolation ./python): %s" % error
+        return "hipgrad's extension is not built (python3 -m pip install --no-build-isolation ./python): %s" % error
     return None
 
 
