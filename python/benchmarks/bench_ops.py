@@ -12,7 +12,7 @@ import time
 
 import torch
 
-import hipgrad  # noqa: F401
+import hipgrad
 
 
 def host_us(fn, calls=3000):
@@ -28,15 +28,7 @@ def host_us(fn, calls=3000):
 
 
 def gpu_ms(fn, repeats=20):
-    fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / repeats
+    return hipgrad.backends.time_ms(fn, repeats)
 
 
 def channels_last(t):

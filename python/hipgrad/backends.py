@@ -14,7 +14,8 @@ benchmark = False
 _choices = {}  # problem key -> True where hipgrad is faster
 
 
-def _time(run, repeats):
+def time_ms(run, repeats):
+    """Mean ms of run() on the GPU over `repeats` calls, after one warm call."""
     run()  # warm: plans, workspace, lazy loading
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -37,11 +38,11 @@ def use_hipgrad(key, run_hipgrad, run_torch, repeats=5):
     if not _may_time():
         return True
     try:
-        ours = _time(run_hipgrad, repeats)
+        ours = time_ms(run_hipgrad, repeats)
     except RuntimeError:
         _choices[key] = False
         return False
-    _choices[key] = ours <= _time(run_torch, repeats)
+    _choices[key] = ours <= time_ms(run_torch, repeats)
     return _choices[key]
 
 

@@ -115,8 +115,8 @@ class _Conv(torch.autograd.Function):
 
     @staticmethod
     def forward(input, weight, bias, stride, padding, dilation, groups, left, right):
-        with torch.autocast("cuda", enabled=False):
-            return _FORWARD[input.dim() - 2](input, weight, bias, stride, padding, dilation, groups)
+        # conv() cast the tensors to autocast's type already: autocast leaves them as they are.
+        return _FORWARD[input.dim() - 2](input, weight, bias, stride, padding, dilation, groups)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

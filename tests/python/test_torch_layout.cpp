@@ -21,13 +21,6 @@ using hipgrad::conv::ConvLayout;
 using hipgrad::conv::ConvParams;
 using hipgrad::conv::Problem;
 
-std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& sizes) {
-  std::vector<std::int64_t> strides(sizes.size());
-  std::int64_t stride = 1;
-  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) strides[d] = stride, stride *= sizes[d];
-  return strides;
-}
-
 /// PyTorch's sizes of an activation [N, G·C, spatial...] or a weight [G·K, C, filter...].
 template <int NDim>
 std::vector<std::int64_t> torch_sizes(std::int64_t n, std::int64_t channels, const std::array<std::int64_t, NDim>& s) {
@@ -54,7 +47,8 @@ void expect_layouts_match(const ConvParams<NDim>& p) {
   for (bool last : {false, true}) {
     SCOPED_TRACE(last ? "channels-last" : "contiguous");
     const auto strides = [&](const std::vector<std::int64_t>& sizes) {
-      return last ? hipgrad_torch::channels_last_strides(sizes.data(), rank) : contiguous_strides(sizes);
+      return last ? hipgrad_torch::channels_last_strides(sizes.data(), rank)
+                  : hipgrad_torch::contiguous_strides(sizes.data(), rank);
     };
     const ConvLayout layout = last ? ConvLayout::kNHWGC : ConvLayout::kNGCHW;
     const Problem<NDim> expected = Problem<NDim>::packed(p, layout);

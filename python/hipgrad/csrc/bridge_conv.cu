@@ -43,6 +43,17 @@ hipgrad::Status with_type_and_rank(const ConvCall& call, Visit&& visit) {
   });
 }
 
+/// Op::name of the call, Op = op_of(T{}, rank) for its type and rank (or why there is none).
+template <typename OpOf>
+std::string name_of(const ConvCall& call, OpOf&& op_of) {
+  std::string name;
+  const hipgrad::Status status = with_type_and_rank(call, [&](auto t, auto rank) {
+    name = decltype(op_of(t, rank))::name(problem_of<decltype(rank)::value>(call));
+    return hipgrad::Status::ok();
+  });
+  return status.is_ok() ? name : status.to_string();
+}
+
 }  // namespace
 
 std::string conv_backward_data(const ConvCall& call, const void* dy, const void* w, void* dx, Workspace workspace,
@@ -66,21 +77,11 @@ std::string conv_backward_weight(const ConvCall& call, const void* x, const void
 }
 
 std::string conv_backward_data_name(const ConvCall& call) {
-  std::string name;
-  const hipgrad::Status status = with_type_and_rank(call, [&](auto t, auto rank) {
-    name = hc::BackwardData<decltype(t), decltype(rank)::value>::name(problem_of<decltype(rank)::value>(call));
-    return hipgrad::Status::ok();
-  });
-  return status.is_ok() ? name : status.to_string();
+  return name_of(call, [](auto t, auto rank) { return hc::BackwardData<decltype(t), decltype(rank)::value>{}; });
 }
 
 std::string conv_backward_weight_name(const ConvCall& call) {
-  std::string name;
-  const hipgrad::Status status = with_type_and_rank(call, [&](auto t, auto rank) {
-    name = hc::BackwardWeight<decltype(t), decltype(rank)::value>::name(problem_of<decltype(rank)::value>(call));
-    return hipgrad::Status::ok();
-  });
-  return status.is_ok() ? name : status.to_string();
+  return name_of(call, [](auto t, auto rank) { return hc::BackwardWeight<decltype(t), decltype(rank)::value>{}; });
 }
 
 }  // namespace hipgrad_torch

@@ -34,6 +34,14 @@ inline void set_conv_strides(ConvCall* call, const std::int64_t* x, const std::i
   activation_strides(call->output_strides, dy, rank, call->K);
 }
 
+/// The strides of a dense tensor of `sizes` in order, the last dimension fastest.
+inline std::vector<std::int64_t> contiguous_strides(const std::int64_t* sizes, int rank) {
+  std::vector<std::int64_t> strides(rank);
+  std::int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) strides[d] = stride, stride *= sizes[d];
+  return strides;
+}
+
 /// The strides of a dense tensor of `sizes` laid out (N, spatial..., C), dimension 1 fastest.
 inline std::vector<std::int64_t> channels_last_strides(const std::int64_t* sizes, int rank) {
   std::vector<std::int64_t> strides(rank);

@@ -9,6 +9,7 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <tuple>
@@ -160,7 +161,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward_op(
   }
   GroupNormCall call = group_norm_call(input, num_groups, gamma, silu);
   set_strides(call.y_strides, grad_output);
-  set_strides(call.dx_strides, output_mask[0] ? dx : input.contiguous());
+  if (output_mask[0]) {
+    set_strides(call.dx_strides, dx);
+  } else {  // no dx: any one-to-one strides describe it
+    const auto dense = contiguous_strides(input.sizes().data(), call.rank);
+    std::copy(dense.begin(), dense.end(), call.dx_strides);
+  }
   const at::Tensor mean_dense = mean.contiguous(), rstd_dense = rstd.contiguous();
   WorkspaceTensor workspace{input.options()};
   check_ran(group_norm_backward(call, grad_output.data_ptr(), input.data_ptr(), gamma.data_ptr(), beta.data_ptr(),

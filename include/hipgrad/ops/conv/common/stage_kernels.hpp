@@ -55,7 +55,8 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE std::int64_t staged_offset(const StageParams<
   return a * p.staged[0] + b * p.staged[1] + x * p.staged[2] + c;
 }
 
-/// Run r of a tile of 2^channel_shift channels (runs of kRun elements, one 16-byte vector): its first element, walked along channels or positions.
+/// Run r of a tile of 2^channel_shift channels (runs of one 16-byte vector): its first element,
+/// walked along channels or positions.
 struct TileRun {
   int channel, position;
 };
