@@ -33,8 +33,26 @@ def instance_wrappers():
     return wrappers
 
 
+def running_libstdcxx():
+    """The libstdc++ shared object that this process, PyTorch loaded, runs with (Linux), or None.
+
+    Linked by its path ahead of the compiler's own -lstdc++: a toolchain whose libstdc++ is found
+    as a static archive would otherwise copy parts of it into the extension, and with the
+    process's libstdc++ also loaded the two copies' locale data mix (formatting an integer into a
+    stream, as every error message with a number does, then crashes)."""
+    if not os.path.exists("/proc/self/maps"):
+        return None
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libstdc++.so") and os.path.exists(path):
+                return path
+    return None
+
+
+LIBSTDCXX = running_libstdcxx()
 csrc = os.path.join("hipgrad", "csrc")
-sources = [os.path.join(csrc, name) for name in ("ops.cpp", "bridge_conv.cu", "bridge_groupnorm.cu")]
+sources = [os.path.join(csrc, name) for name in ("ops.cpp", "autograd.cpp", "bridge_conv.cu", "bridge_groupnorm.cu")]
 includes = [os.path.join(ROOT, "include"), os.path.join(ROOT, "instances"), os.path.join(HERE, csrc)]
 
 setup(
@@ -47,6 +65,7 @@ setup(
             name="hipgrad._C",
             sources=sources + instance_wrappers(),
             include_dirs=includes,
+            extra_link_args=[LIBSTDCXX] if LIBSTDCXX else [],
             extra_compile_args={
                 "cxx": ["-O2", "-std=c++17"],
                 "nvcc": ["-O3", "-std=c++17", "-gencode=arch=compute_%s,code=sm_%s" % (ARCH, ARCH)],

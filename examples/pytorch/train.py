@@ -5,6 +5,7 @@ Prints each run's step time, the loss gap between hipgrad and PyTorch against th
 profiler table of the hipgrad run's kernels.
 
     python examples/pytorch/train.py                          # one GPU
+    python examples/pytorch/train.py --size 64 --batch 32     # Stable Diffusion's 64x64 latents
     torchrun --nproc_per_node=2 examples/pytorch/train.py     # DistributedDataParallel, NCCL
 
 The bound: losses are compared as means over windows of 20 steps. bf16 rounds each activation to
@@ -32,22 +33,22 @@ import hipgrad  # noqa: E402
 WINDOW = 20
 
 
-def unet_batch(step, batch, generator):
-    """Noisy smooth latents and the noise level as a fifth channel; the target is the noise."""
+def unet_batch(step, batch, generator, size):
+    """Noisy smooth latents (size x size) and the noise level as a fifth channel; the target is the noise."""
     generator.manual_seed(1000 + step)
     low = torch.randn(batch, 4, 8, 8, device="cuda", generator=generator)
-    x0 = F.interpolate(low, size=32, mode="bilinear", align_corners=False)
-    noise = torch.randn(batch, 4, 32, 32, device="cuda", generator=generator)
+    x0 = F.interpolate(low, size=size, mode="bilinear", align_corners=False)
+    noise = torch.randn(batch, 4, size, size, device="cuda", generator=generator)
     level = torch.rand(batch, 1, 1, 1, device="cuda", generator=generator)
     noisy = level.sqrt() * x0 + (1 - level).sqrt() * noise
-    inputs = torch.cat([noisy, level.expand(batch, 1, 32, 32)], 1)
+    inputs = torch.cat([noisy, level.expand(batch, 1, size, size)], 1)
     return inputs, noise
 
 
-def convnext_batch(step, batch, generator, teacher):
-    """Random images labelled by a fixed random linear map of their 8x8 average (learnable)."""
+def convnext_batch(step, batch, generator, teacher, size):
+    """Random images (size x size) labelled by a fixed random linear map of their 8x8 average (learnable)."""
     generator.manual_seed(2000 + step)
-    images = torch.randn(batch, 3, 64, 64, device="cuda", generator=generator)
+    images = torch.randn(batch, 3, size, size, device="cuda", generator=generator)
     labels = (F.adaptive_avg_pool2d(images, 8).flatten(1) @ teacher).argmax(1)
     return images, labels
 
@@ -59,7 +60,13 @@ def make(name):
     return models.ConvNeXt(), 1e-3
 
 
-def train(name, model, lr, steps, batch, precision, rank, world):
+def batch_of(name, step, batch, generator, teacher, size):
+    if name == "unet":
+        return unet_batch(step, batch, generator, size)
+    return convnext_batch(step, batch, generator, teacher, size)
+
+
+def train(name, model, lr, steps, batch, size, precision, rank, world):
     """Losses of `steps` steps (the global batch's mean) and the mean step time past the warm-up."""
     model = model.cuda().to(memory_format=torch.channels_last)
     if world > 1:
@@ -73,10 +80,7 @@ def train(name, model, lr, steps, batch, precision, rank, world):
         if step == warm:
             torch.cuda.synchronize()
             start = time.perf_counter()
-        if name == "unet":
-            inputs, target = unet_batch(step, batch, generator)
-        else:
-            inputs, target = convnext_batch(step, batch, generator, teacher)
+        inputs, target = batch_of(name, step, batch, generator, teacher, size)
         inputs, target = inputs[share].contiguous(memory_format=torch.channels_last), target[share]
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
             out = model(inputs)
@@ -98,7 +102,7 @@ def windows(losses):
     return [sum(losses[i:i + WINDOW]) / WINDOW for i in range(0, len(losses) - WINDOW + 1, WINDOW)]
 
 
-def profile(name, model, lr, batch):
+def profile(name, model, lr, batch, size):
     """The hipgrad run's kernels over three steps: the profiler's table, the hipgrad rows first."""
     from torch.profiler import ProfilerActivity, profile as run_profiler
     model = model.cuda().to(memory_format=torch.channels_last)
@@ -107,8 +111,7 @@ def profile(name, model, lr, batch):
     teacher = torch.randn(192, 100, device="cuda")
     with run_profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for step in range(3):
-            inputs, target = (unet_batch(step, batch, generator) if name == "unet"
-                              else convnext_batch(step, batch, generator, teacher))
+            inputs, target = batch_of(name, step, batch, generator, teacher, size)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = model(inputs.contiguous(memory_format=torch.channels_last))
                 loss = F.mse_loss(out.float(), target) if name == "unet" else F.cross_entropy(out.float(), target)
@@ -130,6 +133,8 @@ def main():
     parser.add_argument("--models", default="unet,convnext")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64, help="global batch")
+    parser.add_argument("--size", type=int, default=32,
+                        help="the UNet's latent side (Stable Diffusion's 512-pixel images: 64); ConvNeXt's images are twice it")
     parser.add_argument("--out", help="write the losses as JSON here")
     parser.add_argument("--compare", help="a JSON file of a run to compare losses with (e.g. one GPU)")
     parser.add_argument("--no-profile", action="store_true")
@@ -149,7 +154,8 @@ def main():
             model = copy.deepcopy(base)
             if run.startswith("hipgrad"):
                 hipgrad.convert(model)
-            runs[run] = train(name, model, lr, args.steps, args.batch, run[-4:], rank, world)
+            size = args.size if name == "unet" else 2 * args.size
+            runs[run] = train(name, model, lr, args.steps, args.batch, size, run[-4:], rank, world)
         results[name] = {run: {"losses": l, "step_ms": ms} for run, (l, ms) in runs.items()}
         t, h, f = (windows(runs[r][0]) for r in ("torch_bf16", "hipgrad_bf16", "torch_fp32"))
         gaps = [abs(a - b) for a, b in zip(h, t)]
@@ -165,7 +171,7 @@ def main():
             print("%s: largest gap / bound %.3f: %s" % (
                 name, max(g / b for g, b in zip(gaps, bounds)), "agree" if ok else "DIFFER"))
         if rank == 0 and world == 1 and not args.no_profile:
-            profile(name, hipgrad.convert(copy.deepcopy(base)), lr, args.batch)
+            profile(name, hipgrad.convert(copy.deepcopy(base)), lr, args.batch, size)
     if rank == 0:
         choices = hipgrad.backends.choices()
         print("benchmark mode kept hipgrad for %d of %d problems" % (

@@ -8,7 +8,7 @@ with autograd, drop-in modules and hipgrad.convert(model).
 import torch
 
 from . import _C  # noqa: F401  registers torch.ops.hipgrad
-from . import _ops  # noqa: F401  fake kernels and autograd
+from . import _ops  # noqa: F401  fake kernels
 from . import backends, functional, nn
 from .nn import convert
 

@@ -1,4 +1,5 @@
-"""Fake (meta) kernels and autograd of the operators that hipgrad/_C registers (torch.ops.hipgrad).
+"""Fake (meta) kernels of the operators that hipgrad/_C registers (torch.ops.hipgrad); their
+autograd is C++ (csrc/autograd.cpp), and hipgrad::conv's forward is PyTorch's own, fakes included.
 
 The fake kernels give the outputs the sizes, strides and types the CUDA kernels do (csrc/ops.cpp),
 so that torch.compile and FakeTensor tracing see what will run."""
@@ -56,25 +57,3 @@ def _conv_backward_data_fake(grad_output, weight, input_size, stride, padding, p
 def _conv_backward_weight_fake(grad_output, input, weight_size, stride, padding, padding_right, dilation, groups,
                                allow_tf32):
     return empty_in_layout(list(weight_size), channels_last(input), grad_output)
-
-
-def _group_norm_setup(ctx, inputs, output):
-    input, num_groups, weight, bias, eps, silu = inputs
-    _, mean, rstd = output
-    ctx.save_for_backward(input, mean, rstd, weight, bias)
-    ctx.num_groups, ctx.silu = num_groups, silu
-    ctx.mark_non_differentiable(mean, rstd)
-
-
-def _group_norm_backward(ctx, grad_y, grad_mean, grad_rstd):
-    input, mean, rstd, weight, bias = ctx.saved_tensors
-    if grad_y is None:
-        return None, None, None, None, None, None
-    needs = ctx.needs_input_grad
-    mask = [needs[0], weight is not None and needs[2], bias is not None and needs[3]]
-    dx, dgamma, dbeta = torch.ops.hipgrad.group_norm_backward(grad_y, input, mean, rstd, weight, bias,
-                                                              ctx.num_groups, ctx.silu, mask)
-    return (dx if mask[0] else None, None, dgamma if mask[1] else None, dbeta if mask[2] else None, None, None)
-
-
-torch.library.register_autograd("hipgrad::group_norm", _group_norm_backward, setup_context=_group_norm_setup)

@@ -1,14 +1,12 @@
 """hipgrad's functions on tensors: GroupNorm (optionally fused with SiLU) forward and backward
 through hipgrad, and convolutions whose forward is PyTorch's and whose backward is hipgrad's.
 
-Both fall back to PyTorch where hipgrad cannot take the call (a CPU tensor, float64, more than
-three spatial dimensions) and, with hipgrad.backends.benchmark, where PyTorch was timed faster."""
-import warnings
-
+Both fall back to PyTorch where hipgrad cannot take the call (a CPU tensor, float64) and, with
+hipgrad.backends.benchmark, where PyTorch was timed faster."""
 import torch
 import torch.nn.functional as F
 
-from . import backends
+from . import _C, backends
 
 _HIPGRAD_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 _FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -16,14 +14,6 @@ _FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 def _takes(*tensors):
     return all(t is None or (t.is_cuda and t.dtype in _HIPGRAD_TYPES) for t in tensors)
-
-
-def _autocast(*tensors):
-    """`tensors` in autocast's type where autocast is on for CUDA (as PyTorch's own conv does)."""
-    if not torch.is_autocast_enabled("cuda"):
-        return tensors
-    dtype = torch.get_autocast_dtype("cuda")
-    return tuple(None if t is None or not t.is_floating_point() else t.to(dtype) for t in tensors)
 
 
 # ---- GroupNorm ---------------------------------------------------------------------------------
@@ -79,95 +69,40 @@ def _expand(value, n):
     return [value] * n if isinstance(value, int) else list(value)
 
 
-def _torch_conv_backward(grad_output, input, weight, stride, left, right, dilation, groups, mask):
-    """PyTorch's backward of a convolution with pads `left`, `right` (asymmetric ones by padding)."""
-    n = input.dim() - 2
-    padded = input
-    if left != right:
-        padded = F.pad(input, [p for l, r in zip(reversed(left), reversed(right)) for p in (l, r)])
-    grads = torch.ops.aten.convolution_backward(grad_output, padded, weight, None, stride,
-                                                left if left == right else [0] * n, dilation, False, [0] * n,
-                                                groups, [mask[0], mask[1], False])
-    dx, dw = grads[0], grads[1]
-    if dx is not None and left != right:
-        for d in range(n):
-            dx = dx.narrow(2 + d, left[d], input.size(2 + d))
-    return dx, dw
-
-
-def _hipgrad_conv_backward(grad_output, input, weight, stride, left, right, dilation, groups, mask):
-    tf32 = input.dtype == torch.float32 and torch.backends.cudnn.allow_tf32
-    dx = dw = None
-    if mask[0]:
-        dx = torch.ops.hipgrad.conv_backward_data(grad_output, weight, list(input.shape), stride, left, right,
-                                                  dilation, groups, tf32)
-    if mask[1]:
-        dw = torch.ops.hipgrad.conv_backward_weight(grad_output, input, list(weight.shape), stride, left, right,
-                                                    dilation, groups, tf32)
-    return dx, dw
-
-
-_warned = set()
-
-
-class _Conv(torch.autograd.Function):
-    """A convolution: forward by PyTorch, backward by hipgrad."""
-
-    @staticmethod
-    def forward(input, weight, bias, stride, padding, dilation, groups, left, right):
-        # conv() cast the tensors to autocast's type already: autocast leaves them as they are.
-        return _FORWARD[input.dim() - 2](input, weight, bias, stride, padding, dilation, groups)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        input, weight, bias, stride, padding, dilation, groups, left, right = inputs
-        ctx.save_for_backward(input, weight)
-        ctx.conv = (stride, left, right, dilation, groups)
-        ctx.has_bias = bias is not None
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight = ctx.saved_tensors
-        stride, left, right, dilation, groups = ctx.conv
-        mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1]]
-        args = (grad_output, input, weight, stride, left, right, dilation, groups, mask)
-        dx, dw = conv_backward(*args)
-        db = None
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = grad_output.sum([0] + list(range(2, grad_output.dim())))
-        return dx, dw, db, None, None, None, None, None, None
-
-
-def conv_backward(grad_output, input, weight, stride, left, right, dilation, groups, mask):
-    """(dx, dw) of a convolution (None where `mask` declines): hipgrad's, or PyTorch's where hipgrad
-    cannot take it, refuses it (with a warning, once per problem) or benchmark mode chose it."""
-    if not _takes(grad_output, input, weight):
-        return _torch_conv_backward(grad_output, input, weight, stride, left, right, dilation, groups, mask)
-    args = (grad_output, input, weight, stride, left, right, dilation, groups, mask)
-    if backends.benchmark:
-        key = ("conv", tuple(stride), tuple(left), tuple(right), tuple(dilation), groups, tuple(mask),
-               torch.backends.cudnn.allow_tf32, backends._describe(grad_output, input, weight))
-        if not backends.use_hipgrad(key, lambda: _hipgrad_conv_backward(*args), lambda: _torch_conv_backward(*args)):
-            return _torch_conv_backward(*args)
-    try:
-        return _hipgrad_conv_backward(*args)
-    except RuntimeError as error:
-        if torch.compiler.is_compiling() or "hipgrad: " not in str(error):
-            raise
-        key = (tuple(input.shape), tuple(weight.shape), input.dtype)
-        if key not in _warned:
-            _warned.add(key)
-            warnings.warn("hipgrad refused a convolution backward, PyTorch runs it: %s" % error)
-        return _torch_conv_backward(*args)
-
-
 def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """torch.nn.functional.conv1d/2d/3d (by the input's rank), backward by hipgrad."""
+    """torch.nn.functional.conv1d/2d/3d (by the input's rank), backward by hipgrad: one operator,
+    hipgrad::conv, whose autograd (C++) runs hipgrad's backward, or PyTorch's where hipgrad cannot
+    take the tensors (a CPU tensor, float64), refuses the problem (with a warning, once) or
+    benchmark mode timed PyTorch faster."""
     n = input.dim() - 2
     if n not in _FORWARD:
         raise ValueError("hipgrad.functional.conv takes 1 to 3 spatial dimensions, got input sizes %s"
                          % (tuple(input.shape),))
     stride, dilation = _expand(stride, n), _expand(dilation, n)
     left, right = conv_pads(padding, weight.shape[2:], dilation)
-    input, weight, bias = _autocast(input, weight, bias)
-    return _Conv.apply(input, weight, bias, stride, padding, dilation, groups, left, right)
+    # Under autocast the op casts input, weight and bias as PyTorch's own convolution does (C++).
+    return torch.ops.hipgrad.conv(input, weight, bias, stride, left, right, dilation, groups,
+                                  torch.backends.cudnn.allow_tf32, backends.backward_choice())
+
+
+def torch_won(kept, input, weight, stride, padding, dilation, groups):
+    """Whether benchmark mode kept PyTorch's backward for this convolution (then PyTorch's own
+    convolution runs it whole, as cheap on the host as without hipgrad). `kept` is the caller's
+    dict of answers by the input's layout and the call's state; it is asked of hipgrad only until
+    the problem's first backward has chosen. A call that needs no backward counts as PyTorch's."""
+    if not (torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)):
+        return True
+    autocast = torch.is_autocast_enabled("cuda")
+    tf32 = torch.backends.cudnn.allow_tf32
+    key = (input.shape, input.stride(), input.dtype, input.device, weight.dtype, input.requires_grad,
+           weight.requires_grad, autocast and torch.get_autocast_dtype("cuda"), tf32)
+    won = kept.get(key)
+    if won is None:
+        n = input.dim() - 2
+        left, right = conv_pads(padding, weight.shape[2:], _expand(dilation, n))
+        choice = _C.conv_choice(input, weight, _expand(stride, n), left, right, _expand(dilation, n), groups, tf32,
+                                autocast, input.requires_grad, weight.requires_grad)
+        if choice < 0:
+            return False
+        won = kept[key] = choice == 1
+    return won

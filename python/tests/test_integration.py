@@ -34,10 +34,17 @@ def opcheck_samples():
         (torch.ops.hipgrad.conv_backward_weight.default, (dy_conv, cl, [32, 4, 3, 3]) + conv),
         (torch.ops.hipgrad.conv_backward_weight.default, (dy_conv.to(memory_format=torch.channels_last),
                                                           cl.contiguous(), [32, 4, 3, 3]) + conv),
+        (torch.ops.hipgrad.conv.default,
+         (torch.randn(2, 8, 7, 6, device="cuda", requires_grad=True),
+          torch.randn(12, 8, 3, 3, device="cuda", requires_grad=True),
+          torch.randn(12, device="cuda", requires_grad=True), [2, 1], [1, 1], [1, 1], [1, 1], 1, False, 0)),
+        (torch.ops.hipgrad.conv.default,
+         (cl.detach().requires_grad_(), weight.detach().requires_grad_(), None, [1, 1], [0, 1], [2, 1], [1, 2], 4,
+          False, 0)),
     ]
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(8))
 def test_opcheck(index):
     op, args = opcheck_samples()[index]
     torch.library.opcheck(op, args)
@@ -109,13 +116,21 @@ def test_benchmark_mode_keeps_a_choice_and_stays_correct():
         for _ in range(2):
             model.zero_grad()
             model(x).square().mean().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
         choices = hipgrad.backends.choices()
         assert len(choices) >= 3 and set(choices.values()) <= {"hipgrad", "torch"}, choices
+        # The second forward found the choice the first backward made (a forward-time key that
+        # matches the backward's), also under autocast, where the op casts the tensors.
+        for _ in range(2):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                model(x).float().square().mean().backward()
+        for conv in (model[0], model[3]):
+            assert len(conv._hipgrad_kept[1]) == 2, conv._hipgrad_kept
     finally:
         hipgrad.backends.benchmark = False
     reference(x).square().mean().backward()
-    for (name, a), (_, b) in zip(model.named_parameters(), reference.named_parameters()):
-        assert_close(a.grad, b.grad, torch.float32, name)
+    for (name, b), a in zip(reference.named_parameters(), grads):
+        assert_close(a, b.grad, torch.float32, name)
 
 
 @pytest.mark.parametrize("case", ["groups", "dtype", "float64", "sizes", "cpu"])

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "autograd.hpp"
 #include "bridge.hpp"
 #include "layout.hpp"
 
@@ -255,18 +256,20 @@ at::Tensor conv_backward(const at::Tensor& grad_output, const at::Tensor& other,
   return out;
 }
 
-at::Tensor conv_backward_data_op(const at::Tensor& grad_output, const at::Tensor& weight, at::IntArrayRef input_size,
-                                 at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef padding_right,
-                                 at::IntArrayRef dilation, std::int64_t groups, bool allow_tf32) {
-  return conv_backward(grad_output, weight, input_size, false, stride, padding, padding_right, dilation, groups,
-                       allow_tf32);
+at::Tensor conv_backward_data_op(const at::Tensor& grad_output, const at::Tensor& weight,
+                                 c10::SymIntArrayRef input_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                                 at::IntArrayRef padding_right, at::IntArrayRef dilation, std::int64_t groups,
+                                 bool allow_tf32) {
+  return conv_backward(grad_output, weight, C10_AS_INTARRAYREF_SLOW(input_size), false, stride, padding, padding_right,
+                       dilation, groups, allow_tf32);
 }
 
-at::Tensor conv_backward_weight_op(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef weight_size,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef padding_right,
-                                   at::IntArrayRef dilation, std::int64_t groups, bool allow_tf32) {
-  return conv_backward(grad_output, input, weight_size, true, stride, padding, padding_right, dilation, groups,
-                       allow_tf32);
+at::Tensor conv_backward_weight_op(const at::Tensor& grad_output, const at::Tensor& input,
+                                   c10::SymIntArrayRef weight_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                                   at::IntArrayRef padding_right, at::IntArrayRef dilation, std::int64_t groups,
+                                   bool allow_tf32) {
+  return conv_backward(grad_output, input, C10_AS_INTARRAYREF_SLOW(weight_size), true, stride, padding, padding_right,
+                       dilation, groups, allow_tf32);
 }
 
 /// The path hipgrad takes for a conv call (its name()), pointers taken as 16-byte aligned.
@@ -291,11 +294,16 @@ TORCH_LIBRARY(hipgrad, m) {
       "group_norm_backward(Tensor grad_output, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, "
       "int num_groups, bool silu, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   m.def(
-      "conv_backward_data(Tensor grad_output, Tensor weight, int[] input_size, int[] stride, int[] padding, "
+      "conv_backward_data(Tensor grad_output, Tensor weight, SymInt[] input_size, int[] stride, int[] padding, "
       "int[] padding_right, int[] dilation, int groups, bool allow_tf32) -> Tensor");
   m.def(
-      "conv_backward_weight(Tensor grad_output, Tensor input, int[] weight_size, int[] stride, int[] padding, "
+      "conv_backward_weight(Tensor grad_output, Tensor input, SymInt[] weight_size, int[] stride, int[] padding, "
       "int[] padding_right, int[] dilation, int groups, bool allow_tf32) -> Tensor");
+  // A convolution, forward by PyTorch, backward by hipgrad (autograd.cpp); `backward` is a
+  // BackwardChoice.
+  m.def(
+      "conv(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] padding_right, "
+      "int[] dilation, int groups, bool allow_tf32, int backward) -> Tensor");
   m.def(
       "conv_backward_path(Tensor grad_output, Tensor other, int[] size, int[] stride, int[] padding, "
       "int[] padding_right, int[] dilation, int groups, bool allow_tf32, bool weight_grad) -> str");
@@ -309,4 +317,11 @@ TORCH_LIBRARY_IMPL(hipgrad, CUDA, m) {
   m.impl("conv_backward_path", &hipgrad_torch::conv_backward_path);
 }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) { module.doc() = "hipgrad's operators (torch.ops.hipgrad)"; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.doc() = "hipgrad's operators (torch.ops.hipgrad)";
+  module.def("conv_choices", &hipgrad_torch::conv_choices,
+             "benchmark mode's kept convolution choices: (problem key, hipgrad won)");
+  module.def("conv_choice", &hipgrad_torch::conv_choice,
+             "benchmark mode's kept choice for a convolution's backward: 0 hipgrad, 1 PyTorch, -1 none yet");
+  module.def("clear_conv_choices", &hipgrad_torch::clear_conv_choices, "forgets benchmark mode's convolution choices");
+}
