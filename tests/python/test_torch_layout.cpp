@@ -47,8 +47,7 @@ void expect_layouts_match(const ConvParams<NDim>& p) {
   for (bool last : {false, true}) {
     SCOPED_TRACE(last ? "channels-last" : "contiguous");
     const auto strides = [&](const std::vector<std::int64_t>& sizes) {
-      return last ? hipgrad_torch::channels_last_strides(sizes.data(), rank)
-                  : hipgrad_torch::contiguous_strides(sizes.data(), rank);
+      return last ? hipgrad_torch::channels_last_strides(sizes) : hipgrad::packed_strides(sizes);
     };
     const ConvLayout layout = last ? ConvLayout::kNHWGC : ConvLayout::kNGCHW;
     const Problem<NDim> expected = Problem<NDim>::packed(p, layout);

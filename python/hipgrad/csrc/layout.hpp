@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bridge.hpp"
+#include "hipgrad/core/strides.hpp"
 
 namespace hipgrad_torch {
 
@@ -34,22 +35,13 @@ inline void set_conv_strides(ConvCall* call, const std::int64_t* x, const std::i
   activation_strides(call->output_strides, dy, rank, call->K);
 }
 
-/// The strides of a dense tensor of `sizes` in order, the last dimension fastest.
-inline std::vector<std::int64_t> contiguous_strides(const std::int64_t* sizes, int rank) {
-  std::vector<std::int64_t> strides(rank);
-  std::int64_t stride = 1;
-  for (int d = rank - 1; d >= 0; --d) strides[d] = stride, stride *= sizes[d];
-  return strides;
-}
-
-/// The strides of a dense tensor of `sizes` laid out (N, spatial..., C), dimension 1 fastest.
-inline std::vector<std::int64_t> channels_last_strides(const std::int64_t* sizes, int rank) {
-  std::vector<std::int64_t> strides(rank);
-  std::int64_t stride = 1;
-  strides[1] = stride, stride *= sizes[1];
-  for (int d = rank - 1; d >= 2; --d) strides[d] = stride, stride *= sizes[d];
-  strides[0] = stride;
-  return strides;
+/// The strides of a dense tensor of `sizes` laid out (N, spatial..., C): dimension 1 fastest.
+/// (Row-major ones: hipgrad::packed_strides.)
+inline std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>& sizes) {
+  std::vector<int> order{0};
+  for (int d = 2; d < static_cast<int>(sizes.size()); ++d) order.push_back(d);
+  order.push_back(1);
+  return hipgrad::strides_for_order(sizes, order);
 }
 
 /// The output length of one spatial dimension of a convolution, or 0 where it has none.

@@ -70,7 +70,7 @@ bool channels_last(const at::Tensor& t) {
 /// An uninitialised tensor of `sizes`, channels-last (N, spatial..., C) or contiguous.
 at::Tensor empty_in_layout(at::IntArrayRef sizes, bool last, const at::TensorOptions& options) {
   if (!last) return at::empty(sizes, options);
-  return at::empty_strided(sizes, channels_last_strides(sizes.data(), static_cast<int>(sizes.size())), options);
+  return at::empty_strided(sizes, channels_last_strides(sizes.vec()), options);
 }
 
 // ---- GroupNorm -------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward_op(
   if (output_mask[0]) {
     set_strides(call.dx_strides, dx);
   } else {  // no dx: any one-to-one strides describe it
-    const auto dense = contiguous_strides(input.sizes().data(), call.rank);
+    const auto dense = hipgrad::packed_strides(input.sizes().vec());
     std::copy(dense.begin(), dense.end(), call.dx_strides);
   }
   const at::Tensor mean_dense = mean.contiguous(), rstd_dense = rstd.contiguous();
