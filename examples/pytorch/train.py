@@ -4,8 +4,8 @@ benchmark mode, and PyTorch in fp32 (the control that says how far bf16 alone mo
 Prints each run's step time, the loss gap between hipgrad and PyTorch against the bound, and a
 profiler table of the hipgrad run's kernels.
 
-    python examples/pytorch/train.py                          # one GPU
-    python examples/pytorch/train.py --size 64 --batch 32     # Stable Diffusion's 64x64 latents
+    python examples/pytorch/train.py                          # one GPU: 64x64 latents (Stable Diffusion's), batch 32
+    python examples/pytorch/train.py --size 32 --batch 64     # smaller maps: a step that waits on the host
     torchrun --nproc_per_node=2 examples/pytorch/train.py     # DistributedDataParallel, NCCL
 
 The bound: losses are compared as means over windows of 20 steps. bf16 rounds each activation to
@@ -132,8 +132,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="unet,convnext")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--batch", type=int, default=64, help="global batch")
-    parser.add_argument("--size", type=int, default=32,
+    parser.add_argument("--batch", type=int, default=32, help="global batch")
+    parser.add_argument("--size", type=int, default=64,
                         help="the UNet's latent side (Stable Diffusion's 512-pixel images: 64); ConvNeXt's images are twice it")
     parser.add_argument("--out", help="write the losses as JSON here")
     parser.add_argument("--compare", help="a JSON file of a run to compare losses with (e.g. one GPU)")

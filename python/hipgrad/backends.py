@@ -7,6 +7,8 @@ into a CUDA graph never time anything: they run the kept choice, or hipgrad wher
 (a convolution traced with symbolic sizes runs hipgrad). A convolution's choice is made in its
 backward (C++), when the backward of a problem first runs; the switch is read at its forward.
 """
+import time
+
 import torch
 
 from . import _C
@@ -14,19 +16,33 @@ from . import _C
 benchmark = False
 
 _choices = {}  # problem key -> True where hipgrad is faster
-_generation = [0]  # counts clear(): modules drop what they remembered of earlier choices
+
+
+def measure(run, repeats):
+    """(GPU ms, host ms) of one run() call, the mean of `repeats` after one warm call, timed while
+    a spin kernel holds the GPU back: the events then time the GPU's work and not the host's
+    queueing of it (the hold grows until it outlasts the queueing)."""
+    run()  # warm: plans, workspace, lazy loading
+    cycles = 1 << 21
+    while True:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(cycles)
+        host_start = time.perf_counter()
+        start.record()
+        for _ in range(repeats):
+            run()
+        stop.record()
+        host_ms = (time.perf_counter() - host_start) * 1e3
+        held = not start.query()
+        stop.synchronize()
+        if held or cycles >= 1 << 27:
+            return start.elapsed_time(stop) / repeats, host_ms / repeats
+        cycles *= 4
 
 
 def time_ms(run, repeats):
-    """Mean ms of run() on the GPU over `repeats` calls, after one warm call."""
-    run()  # warm: plans, workspace, lazy loading
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        run()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / repeats
+    """GPU ms of one run() call (measure's)."""
+    return measure(run, repeats)[0]
 
 
 def _may_time():
@@ -34,24 +50,20 @@ def _may_time():
 
 
 def use_hipgrad(key, run_hipgrad, run_torch, repeats=5):
-    """Whether the call of `key` runs hipgrad: always where benchmark is off; else the faster of
-    run_hipgrad() and run_torch(), timed once per key (a key whose hipgrad call raises keeps PyTorch)."""
+    """Whether the call of `key` runs hipgrad: always where benchmark is off; else the cheaper of
+    run_hipgrad() and run_torch() for a training step, the larger of a call's GPU and host times
+    (measure), timed once per key (a key whose hipgrad call raises keeps PyTorch)."""
     if key in _choices:
         return _choices[key]
     if not _may_time():
         return True
     try:
-        ours = time_ms(run_hipgrad, repeats)
+        ours = max(measure(run_hipgrad, repeats))
     except RuntimeError:
         _choices[key] = False
         return False
-    _choices[key] = ours <= time_ms(run_torch, repeats)
+    _choices[key] = ours <= max(measure(run_torch, repeats))
     return _choices[key]
-
-
-def backward_choice():
-    """hipgrad::conv's last argument: 2 (the faster, benchmark mode) or 0 (hipgrad)."""
-    return 2 if benchmark else 0
 
 
 def choices():
@@ -67,12 +79,6 @@ def clear():
     """Forgets every kept choice (the next call of each problem times again where benchmark is on)."""
     _choices.clear()
     _C.clear_conv_choices()
-    _generation[0] += 1
-
-
-def generation():
-    """How many times clear() has run."""
-    return _generation[0]
 
 
 def _describe(*tensors):

@@ -2,7 +2,9 @@
 through hipgrad, and convolutions whose forward is PyTorch's and whose backward is hipgrad's.
 
 Both fall back to PyTorch where hipgrad cannot take the call (a CPU tensor, float64) and, with
-hipgrad.backends.benchmark, where PyTorch was timed faster."""
+hipgrad.backends.benchmark, where PyTorch was timed faster. Eager calls of plain tensors go to the
+operators through the extension's own entries, which skip torch.ops' matching of Python
+arguments against the schema; traced calls go through torch.ops."""
 import torch
 import torch.nn.functional as F
 
@@ -39,6 +41,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, silu=False):
             _train_step(lambda: _torch_group_norm(input, num_groups, weight, bias, eps, silu), input, weight, bias)
         if not backends.use_hipgrad(key, run_ours, run_torch):
             return _torch_group_norm(input, num_groups, weight, bias, eps, silu)
+    if _eager(input, weight, bias):
+        return _C.group_norm(input, num_groups, weight, bias, eps, silu)
     return torch.ops.hipgrad.group_norm(input, num_groups, weight, bias, eps, silu)[0]
 
 
@@ -69,40 +73,46 @@ def _expand(value, n):
     return [value] * n if isinstance(value, int) else list(value)
 
 
+def _eager(*tensors):
+    """Whether a call may take the extension's direct entry (_C.conv, _C.group_norm) instead of
+    torch.ops: plain tensors, nothing tracing or overriding torch functions (those see torch.ops)."""
+    return (all(t is None or type(t) in _PLAIN for t in tensors) and not torch.compiler.is_compiling()
+            and not torch._C._is_torch_function_mode_enabled())
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_CONV_ARGS = {}  # (stride, padding, dilation, kernel) -> the op's stride, left, right, dilation lists
+
+
+def _conv_args(stride, padding, dilation, kernel):
+    key = (stride, padding, dilation, kernel)
+    try:
+        args = _CONV_ARGS.get(key)
+    except TypeError:  # a list among the arguments: computed each call
+        args, key = None, None
+    if args is None:
+        n = len(kernel)
+        stride, dilation = _expand(stride, n), _expand(dilation, n)
+        left, right = conv_pads(padding, kernel, dilation)
+        args = (stride, left, right, dilation)
+        if key is not None and len(_CONV_ARGS) < 4096:
+            _CONV_ARGS[key] = args
+    return args
+
+
 def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """torch.nn.functional.conv1d/2d/3d (by the input's rank), backward by hipgrad: one operator,
-    hipgrad::conv, whose autograd (C++) runs hipgrad's backward, or PyTorch's where hipgrad cannot
-    take the tensors (a CPU tensor, float64), refuses the problem (with a warning, once) or
-    benchmark mode timed PyTorch faster."""
-    n = input.dim() - 2
-    if n not in _FORWARD:
+    hipgrad::conv, whose autograd (C++) runs hipgrad's backward, or PyTorch's convolution whole
+    where hipgrad cannot take the tensors (a CPU tensor, float64) or benchmark mode timed
+    PyTorch's backward faster, and PyTorch's backward where hipgrad refuses the problem (with a
+    warning, once). TF32 as torch.backends.cudnn.allow_tf32 says."""
+    if input.dim() - 2 not in _FORWARD:
         raise ValueError("hipgrad.functional.conv takes 1 to 3 spatial dimensions, got input sizes %s"
                          % (tuple(input.shape),))
-    stride, dilation = _expand(stride, n), _expand(dilation, n)
-    left, right = conv_pads(padding, weight.shape[2:], dilation)
+    stride, left, right, dilation = _conv_args(stride, padding, dilation, tuple(weight.shape[2:]))
+    choice = 2 if backends.benchmark else 0
     # Under autocast the op casts input, weight and bias as PyTorch's own convolution does (C++).
+    if _eager(input, weight, bias):
+        return _C.conv(input, weight, bias, stride, left, right, dilation, groups, choice)
     return torch.ops.hipgrad.conv(input, weight, bias, stride, left, right, dilation, groups,
-                                  torch.backends.cudnn.allow_tf32, backends.backward_choice())
-
-
-def torch_won(kept, input, weight, stride, padding, dilation, groups):
-    """Whether benchmark mode kept PyTorch's backward for this convolution (then PyTorch's own
-    convolution runs it whole, as cheap on the host as without hipgrad). `kept` is the caller's
-    dict of answers by the input's layout and the call's state; it is asked of hipgrad only until
-    the problem's first backward has chosen. A call that needs no backward counts as PyTorch's."""
-    if not (torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)):
-        return True
-    autocast = torch.is_autocast_enabled("cuda")
-    tf32 = torch.backends.cudnn.allow_tf32
-    key = (input.shape, input.stride(), input.dtype, input.device, weight.dtype, input.requires_grad,
-           weight.requires_grad, autocast and torch.get_autocast_dtype("cuda"), tf32)
-    won = kept.get(key)
-    if won is None:
-        n = input.dim() - 2
-        left, right = conv_pads(padding, weight.shape[2:], _expand(dilation, n))
-        choice = _C.conv_choice(input, weight, _expand(stride, n), left, right, _expand(dilation, n), groups, tf32,
-                                autocast, input.requires_grad, weight.requires_grad)
-        if choice < 0:
-            return False
-        won = kept[key] = choice == 1
-    return won
+                                  torch.backends.cudnn.allow_tf32, choice)

@@ -1,7 +1,7 @@
 """Drop-in modules: subclasses of PyTorch's, the same parameters and state, hipgrad underneath."""
 import torch
 
-from . import backends, functional
+from . import functional
 
 
 class GroupNorm(torch.nn.GroupNorm):
@@ -20,23 +20,14 @@ class GroupNormSiLU(GroupNorm):
 
 
 class _ConvBackward:
-    """The forward of torch.nn.ConvNd (padding modes included), backward by hipgrad; in benchmark
-    mode, PyTorch's own convolution where PyTorch's backward was timed faster."""
+    """The forward of torch.nn.ConvNd (padding modes included), backward by hipgrad, or in
+    benchmark mode PyTorch's convolution whole where PyTorch's backward was timed faster."""
 
     def _conv_forward(self, input, weight, bias):
-        if (backends.benchmark and self.padding_mode == "zeros" and not torch.compiler.is_compiling()
-                and self._torch_won(input, weight)):
-            return super()._conv_forward(input, weight, bias)
         if self.padding_mode != "zeros":
             input = torch.nn.functional.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return functional.conv(input, weight, bias, self.stride, 0, self.dilation, self.groups)
         return functional.conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
-
-    def _torch_won(self, input, weight):
-        kept = self.__dict__.get("_hipgrad_kept")
-        if kept is None or kept[0] != backends.generation():
-            kept = self.__dict__["_hipgrad_kept"] = (backends.generation(), {})
-        return functional.torch_won(kept[1], input, weight, self.stride, self.padding, self.dilation, self.groups)
 
 
 class Conv1d(_ConvBackward, torch.nn.Conv1d):

@@ -150,43 +150,105 @@ TYPED_TEST(ConvBackwardDataTest, RunsAreBitwiseRepeatable) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0);
 }
 
-/// A path that copies a sub-problem table from host memory (the gather GEMM) refuses a stream being
-/// captured into a graph, with the reason: the recorded copy would read the freed table when the
-/// graph runs.
-TEST(ConvBackwardDataCapture, TableCopyingPathsRefuseAGraphCapture) {
-  HIPGRAD_SKIP_WITHOUT_GPU();
+/// The gather path of a strided problem: one sub-problem per group and stride phase.
+struct GatherCall {
   using T = hipgrad::half;
   using Op = hipgrad::conv::BackwardData<T, 2>;
-  Problem<2> problem =
-      Problem<2>::packed(hipgrad::test::conv_params<2>(1, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1}));
-  problem.algorithm = Algorithm::kGather;
-  const ConvParams<2>& p = problem.params;
+  Problem<2> problem;
   DeviceBuffer<T> dy, w, dx;
   DeviceBuffer<unsigned char> workspace;
-  ASSERT_TRUE(
-      dy.allocate(static_cast<std::size_t>(Problem<2>::element_space(p.output_lengths(), problem.output_strides)))
-          .is_ok());
-  ASSERT_TRUE(
-      w.allocate(static_cast<std::size_t>(Problem<2>::element_space(p.weight_lengths(), problem.weight_strides)))
-          .is_ok());
-  ASSERT_TRUE(dx.allocate(static_cast<std::size_t>(Problem<2>::element_space(p.input_lengths(), problem.input_strides)))
-                  .is_ok());
-  ASSERT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
-  const Op::Args args{dy.data(), w.data(), dx.data()};
-  const Status check = Op::can_implement(problem, args);
-  if (!check.is_ok()) GTEST_SKIP() << "the gather path does not run here: " << check.to_string();
+
+  explicit GatherCall(Index groups)
+      : problem(Problem<2>::packed(
+            hipgrad::test::conv_params<2>(groups, 2, 24, 16, {3, 3}, {13, 13}, {2, 2}, {1, 1}, {1, 1}, {1, 1}))) {
+    problem.algorithm = Algorithm::kGather;
+  }
+
+  /// Allocates the tensors (dy and w with seeded integers, dx poisoned); why the path cannot run
+  /// here where it cannot.
+  std::optional<std::string> prepare() {
+    const ConvParams<2>& p = problem.params;
+    const auto elements = [](const auto& lengths, const auto& strides) {
+      return static_cast<std::size_t>(Problem<2>::element_space(lengths, strides));
+    };
+    const auto integers = [](std::size_t n, unsigned seed) {
+      std::mt19937 random(seed);
+      std::vector<T> values(n);
+      for (T& v : values) v = T(static_cast<float>(static_cast<int>(random() % 5) - 2));
+      return values;
+    };
+    const std::vector<T> dy_host = integers(elements(p.output_lengths(), problem.output_strides), 1);
+    const std::vector<T> w_host = integers(elements(p.weight_lengths(), problem.weight_strides), 2);
+    EXPECT_TRUE(dy.allocate(dy_host.size()).is_ok() && dy.copy_from_host(dy_host.data(), dy_host.size()).is_ok());
+    EXPECT_TRUE(w.allocate(w_host.size()).is_ok() && w.copy_from_host(w_host.data(), w_host.size()).is_ok());
+    EXPECT_TRUE(dx.allocate(elements(p.input_lengths(), problem.input_strides)).is_ok() && dx.fill_bytes(0xFF).is_ok());
+    EXPECT_TRUE(workspace.allocate(Op::workspace_size(problem)).is_ok());
+    const Status check = Op::can_implement(problem, args());
+    if (!check.is_ok()) return "the gather path does not run here: " + check.to_string();
+    return std::nullopt;
+  }
+
+  Op::Args args() { return {dy.data(), w.data(), dx.data()}; }
+  Status run(hipStream_t stream) { return Op::run(problem, args(), workspace.data(), workspace.bytes(), stream); }
+
+  /// The call captured on `stream` into `*graph` (null where the capture failed): run's Status.
+  Status run_captured(hipStream_t stream, hipGraph_t* graph) {
+    *graph = nullptr;
+    EXPECT_EQ(hipStreamBeginCapture(stream, hipStreamCaptureModeThreadLocal), hipSuccess);
+    const Status s = run(stream);
+    EXPECT_EQ(hipStreamEndCapture(stream, graph), hipSuccess);
+    return s;
+  }
+
+  std::vector<T> result() const {
+    std::vector<T> host(dx.size());
+    EXPECT_TRUE(dx.copy_to_host(host.data(), host.size()).is_ok());
+    return host;
+  }
+};
+
+/// A sub-problem table small enough for the kernel's parameters (4 stride phases): the call is
+/// captured into a graph whose replay, on a poisoned dx, gives the bits of a plain run.
+TEST(ConvBackwardDataCapture, ParameterTablesRunInAGraph) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  GatherCall call(1);
+  if (const auto why = call.prepare()) GTEST_SKIP() << *why;
+  ASSERT_TRUE(call.run(nullptr).is_ok());
+  const std::vector<GatherCall::T> plain = call.result();
+  ASSERT_TRUE(call.dx.fill_bytes(0xFF).is_ok());
   hipStream_t stream = nullptr;
   ASSERT_EQ(hipStreamCreate(&stream), hipSuccess);
-  ASSERT_EQ(hipStreamBeginCapture(stream, hipStreamCaptureModeThreadLocal), hipSuccess);
-  const Status s = Op::run(problem, args, workspace.data(), workspace.bytes(), stream);
   hipGraph_t graph = nullptr;
-  EXPECT_EQ(hipStreamEndCapture(stream, &graph), hipSuccess);
+  const Status captured = call.run_captured(stream, &graph);
+  ASSERT_TRUE(captured.is_ok() && graph != nullptr) << captured.to_string();
+  hipGraphExec_t exec = nullptr;
+  ASSERT_EQ(hipGraphInstantiateWithFlags(&exec, graph, 0), hipSuccess);
+  ASSERT_EQ(hipGraphLaunch(exec, stream), hipSuccess);
+  ASSERT_EQ(hipStreamSynchronize(stream), hipSuccess);
+  const std::vector<GatherCall::T> replayed = call.result();
+  ASSERT_EQ(replayed.size(), plain.size());
+  EXPECT_EQ(std::memcmp(replayed.data(), plain.data(), plain.size() * sizeof(GatherCall::T)), 0);
+  EXPECT_EQ(hipGraphExecDestroy(exec), hipSuccess);
+  EXPECT_EQ(hipGraphDestroy(graph), hipSuccess);
+  EXPECT_EQ(hipStreamDestroy(stream), hipSuccess);
+}
+
+/// A table too large for the parameters (16 groups × 4 phases) is copied from host memory, which
+/// a graph would read after the call freed it: refused under a capture, run outside one.
+TEST(ConvBackwardDataCapture, CopiedTablesRefuseAGraphCapture) {
+  HIPGRAD_SKIP_WITHOUT_GPU();
+  GatherCall call(16);
+  if (const auto why = call.prepare()) GTEST_SKIP() << *why;
+  hipStream_t stream = nullptr;
+  ASSERT_EQ(hipStreamCreate(&stream), hipSuccess);
+  hipGraph_t graph = nullptr;
+  const Status s = call.run_captured(stream, &graph);
   if (graph != nullptr) EXPECT_EQ(hipGraphDestroy(graph), hipSuccess);
   EXPECT_EQ(hipStreamDestroy(stream), hipSuccess);
   EXPECT_EQ(s.code(), hipgrad::StatusCode::kNotSupported) << s.to_string();
   EXPECT_NE(s.message().find("captured into a graph"), std::string::npos) << s.to_string();
   // Outside a capture the same call runs.
-  const Status outside = Op::run(problem, args, workspace.data(), workspace.bytes(), nullptr);
+  const Status outside = call.run(nullptr);
   EXPECT_TRUE(outside.is_ok()) << outside.to_string();
   EXPECT_EQ(hipDeviceSynchronize(), hipSuccess);
 }

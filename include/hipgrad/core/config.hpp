@@ -52,6 +52,15 @@
 #define HIPGRAD_MAX_REGISTERS(registers, max_threads) __launch_bounds__(max_threads)
 #endif
 
+// A kernel parameter whose address the kernel takes (a table read by index, a tensor map): on
+// NVIDIA __grid_constant__, so that it is read where the launch put it instead of copied to local
+// memory; AMD's kernel arguments are addressable memory already.
+#if defined(HIPGRAD_BACKEND_CUDA)
+#define HIPGRAD_GRID_CONSTANT __grid_constant__
+#else
+#define HIPGRAD_GRID_CONSTANT
+#endif
+
 namespace hipgrad {
 /// The widest warp among the targets this build compiles for: NVIDIA 32, AMD 64 (CDNA; RDNA's 32
 /// is narrower). Host plans that must hold for every target of the build size by it.

@@ -113,6 +113,12 @@ inline hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* graph) {
   return cudaStreamEndCapture(stream, graph);
 }
 inline hipError_t hipGraphDestroy(hipGraph_t graph) { return cudaGraphDestroy(graph); }
+using hipGraphExec_t = cudaGraphExec_t;
+inline hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t* exec, hipGraph_t graph, unsigned long long flags) {
+  return cudaGraphInstantiateWithFlags(exec, graph, flags);
+}
+inline hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) { return cudaGraphLaunch(exec, stream); }
+inline hipError_t hipGraphExecDestroy(hipGraphExec_t exec) { return cudaGraphExecDestroy(exec); }
 inline hipError_t hipStreamDestroy(hipStream_t stream) { return cudaStreamDestroy(stream); }
 inline hipError_t hipStreamSynchronize(hipStream_t stream) { return cudaStreamSynchronize(stream); }
 inline hipError_t hipEventCreate(hipEvent_t* event) { return cudaEventCreate(event); }

@@ -1,10 +1,12 @@
 /// @file autograd.hpp
-/// @brief What ops.cpp's Python module needs of autograd.cpp: benchmark mode's kept choices.
+/// @brief What ops.cpp's Python module needs of autograd.cpp: the eager entries of hipgrad::conv and
+///        hipgrad::group_norm, benchmark mode's kept choices.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,13 +19,16 @@ enum class BackwardChoice : std::int64_t {
   kFaster = 2,   ///< benchmark mode: the faster of the two, timed on a problem's first call
 };
 
-/// Benchmark mode's kept choice (a BackwardChoice) for the backward of a convolution of `input`
-/// by `weight` (in autocast's type where `autocast` casts them) with these gradients asked for, or -1
-/// where none is kept yet: lets a module run PyTorch's own convolution where PyTorch won.
-std::int64_t conv_choice(const at::Tensor& input, const at::Tensor& weight, const std::vector<std::int64_t>& stride,
-                         const std::vector<std::int64_t>& left, const std::vector<std::int64_t>& right,
-                         const std::vector<std::int64_t>& dilation, std::int64_t groups, bool allow_tf32, bool autocast,
-                         bool input_grad, bool weight_grad);
+/// hipgrad::conv through the dispatcher, for Python's eager calls (no schema matching of Python
+/// arguments, as torch.ops does): PyTorch's allow_tf32 switch for convolutions decides TF32.
+at::Tensor conv(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& left,
+                const std::vector<std::int64_t>& right, const std::vector<std::int64_t>& dilation, std::int64_t groups,
+                std::int64_t choice);
+
+/// hipgrad::group_norm's first output (y) the same way.
+at::Tensor group_norm(const at::Tensor& input, std::int64_t groups, const std::optional<at::Tensor>& weight,
+                      const std::optional<at::Tensor>& bias, double eps, bool silu);
 
 /// Benchmark mode's kept choices: each problem's key (numbers) and whether hipgrad won.
 std::vector<std::pair<std::vector<std::int64_t>, bool>> conv_choices();

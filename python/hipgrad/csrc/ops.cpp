@@ -1,8 +1,8 @@
 /// @file ops.cpp
 /// @brief hipgrad's ops as PyTorch operators (TORCH_LIBRARY "hipgrad"): tensors checked and
 ///        described for the bridge, outputs and workspace from PyTorch's caching allocator on the
-///        current stream of the tensors' device. Fake (meta) kernels and autograd live in
-///        hipgrad/_ops.py and follow the output layouts chosen here.
+///        current stream of the tensors' device. Fake (meta) kernels live in hipgrad/_ops.py and
+///        follow the output layouts chosen here; autograd in autograd.cpp.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -321,7 +321,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.doc() = "hipgrad's operators (torch.ops.hipgrad)";
   module.def("conv_choices", &hipgrad_torch::conv_choices,
              "benchmark mode's kept convolution choices: (problem key, hipgrad won)");
-  module.def("conv_choice", &hipgrad_torch::conv_choice,
-             "benchmark mode's kept choice for a convolution's backward: 0 hipgrad, 1 PyTorch, -1 none yet");
+  module.def("conv", &hipgrad_torch::conv, "torch.ops.hipgrad.conv for eager calls (TF32 as cuDNN's switch says)",
+             pybind11::call_guard<pybind11::gil_scoped_release>());
+  module.def("group_norm", &hipgrad_torch::group_norm, "torch.ops.hipgrad.group_norm's y for eager calls",
+             pybind11::call_guard<pybind11::gil_scoped_release>());
   module.def("clear_conv_choices", &hipgrad_torch::clear_conv_choices, "forgets benchmark mode's convolution choices");
 }

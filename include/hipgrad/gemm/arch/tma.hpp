@@ -129,8 +129,9 @@ HIPGRAD_DEVICE HIPGRAD_INLINE void tma_load_box(void* destination, const CUtenso
 
 /// Makes a tensor map in global memory, written before the kernel started (a copy from the
 /// host), visible to this thread's tensor copies: the tensor-map proxy is not synchronised at a
-/// kernel's start.
+/// kernel's start. A map among the kernel's parameters is no memory a kernel writes: no fence.
 HIPGRAD_DEVICE HIPGRAD_INLINE void tma_acquire_map(const CUtensorMap* map) {
+  if (!__isGlobal(map)) return;
   asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(reinterpret_cast<std::uint64_t>(map))
                : "memory");
 }

@@ -49,9 +49,9 @@ const char* box_kernel_blocker() {
 #if defined(HIPGRAD_BACKEND_CUDA)
 
 /// Launches grouped_box_tile_gemm over `count` sub-problems that read the `map_count` tensor maps
-/// `maps`: the sub-problems, their item starts and the maps go to `workspace`
-/// (grouped_tail_workspace_bytes of them; the maps at grouped_tail_offset, where the operands must
-/// point) in one copy on `stream`.
+/// `maps`: the sub-problems, their item starts and the maps go to the kernel's parameters or to
+/// `workspace` (grouped_tail_workspace_bytes of them; the maps at grouped_tail_offset, where the
+/// operands must point) in one copy on `stream` (stage_grouped_problems).
 template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
 Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* problems, int count,
                                const TensorMap* maps, int map_count, void* workspace, std::size_t bytes,
@@ -74,9 +74,11 @@ Status launch_grouped_box_gemm(const SubProblem<OperandA, OperandB, Epilogue>* p
     GroupedProblems<OperandA, OperandB, Epilogue> staged{};
     HIPGRAD_RETURN_IF_ERROR(
         stage_grouped_problems(problems, count, starts, workspace, stream, &staged, maps, map_bytes));
-    return detail::launch_tile_kernel(grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue>, "grouped_box_tile_gemm",
-                                      dim3(detail::persistent_blocks(starts.back(), device)),
-                                      tma_kernel_threads<Cfg>(), shared, stream, staged);
+    return with_table_place(staged.in_parameters, [&](auto in) {
+      return detail::launch_tile_kernel(grouped_box_tile_gemm<Cfg, OperandA, OperandB, Epilogue, decltype(in)::value>,
+                                        "grouped_box_tile_gemm", dim3(detail::persistent_blocks(starts.back(), device)),
+                                        tma_kernel_threads<Cfg>(), shared, stream, staged);
+    });
   }
 }
 

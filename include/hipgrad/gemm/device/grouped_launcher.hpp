@@ -8,17 +8,19 @@
 ///   HIPGRAD_RETURN_IF_ERROR(plan.status);
 ///   HIPGRAD_RETURN_IF_ERROR(Launcher::launch(plan, problems, count, workspace, bytes, stream));
 ///
-/// The sub-problems live in host memory; launch copies them and their item starts to the
-/// workspace (plan.workspace_bytes) on the stream, so the host array may be released once launch
-/// returns. Grouped launches do not split K (an op that wants a split makes each split a
-/// sub-problem whose epilogue writes partials). A sub-problem with K = 0 gets the zero product
-/// (alpha·0 + beta·C) without a read of A or B; one with M = 0 or N = 0 has no tiles.
+/// The sub-problems live in host memory; launch hands them and their item starts to the kernel in
+/// its parameters where they fit, else copies them to the workspace (plan.workspace_bytes) on the
+/// stream, so the host array may be released once launch returns. Grouped launches do not split
+/// K (an op that wants a split makes each split a sub-problem whose epilogue writes partials). A
+/// sub-problem with K = 0 gets the zero product (alpha·0 + beta·C) without a read of A or B; one
+/// with M = 0 or N = 0 has no tiles.
 #pragma once
 
 #include <climits>
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hipgrad/core/device_info.hpp"
@@ -68,34 +70,50 @@ std::size_t grouped_tail_workspace_bytes(int count, std::size_t tail_bytes) {
   return grouped_tail_offset<Problem>(count) + tail_bytes;
 }
 
-/// Copies `count` sub-problems and their item starts to `workspace` (grouped_workspace_bytes of
-/// it), and `tail_bytes` from `tail` to grouped_tail_offset, on `stream`, in one copy, and gives
-/// the kernels' view of them.
+/// Gives the kernels `count` sub-problems, their item starts and `tail_bytes` from `tail` (at
+/// grouped_tail_offset) in grouped_workspace_bytes' layout: in the kernel's parameters where they
+/// fit (kParameterTableBytes), else copied to `workspace` on `stream` in one copy. Operands that
+/// point into the tail point where `workspace` would hold it.
 template <typename LoaderA, typename LoaderB, typename Epilogue>
 Status stage_grouped_problems(const SubProblem<LoaderA, LoaderB, Epilogue>* problems, int count,
                               const std::vector<long long>& starts, void* workspace, hipStream_t stream,
                               GroupedProblems<LoaderA, LoaderB, Epilogue>* staged_problems, const void* tail = nullptr,
                               std::size_t tail_bytes = 0) {
   using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
+  const std::size_t offset = grouped_starts_offset<Problem>(count);
+  const std::size_t bytes = tail_bytes > 0 ? grouped_tail_workspace_bytes<Problem>(count, tail_bytes)
+                                           : grouped_workspace_bytes<Problem>(count);
+  GroupedProblems<LoaderA, LoaderB, Epilogue>& to = *staged_problems;
+  to.staged = static_cast<const unsigned char*>(workspace);
+  to.count = count;
+  to.items = static_cast<int>(starts.back());
+  to.starts_offset = static_cast<int>(offset);
+  to.in_parameters = bytes <= static_cast<std::size_t>(kParameterTableBytes);
+  const auto fill = [&](unsigned char* table) {
+    std::memcpy(table, problems, static_cast<std::size_t>(count) * sizeof(Problem));
+    std::memcpy(table + offset, starts.data(), starts.size() * sizeof(long long));
+    if (tail_bytes > 0) std::memcpy(table + grouped_tail_offset<Problem>(count), tail, tail_bytes);
+  };
+  if (to.in_parameters) return fill(to.table), Status::ok();
   // A graph would record the copy and read `staged` when it runs, after this call has freed it.
   hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
   HIPGRAD_RETURN_IF_HIP_ERROR(hipStreamIsCapturing(stream, &capture));
   if (capture != hipStreamCaptureStatusNone)
     return Status::not_supported(
-        "a stream being captured into a graph: this path copies its sub-problem table from host memory "
-        "that the call frees");
-  const std::size_t offset = grouped_starts_offset<Problem>(count);
-  std::vector<unsigned char> staged(tail_bytes > 0 ? grouped_tail_workspace_bytes<Problem>(count, tail_bytes)
-                                                   : grouped_workspace_bytes<Problem>(count));
-  std::memcpy(staged.data(), problems, static_cast<std::size_t>(count) * sizeof(Problem));
-  std::memcpy(staged.data() + offset, starts.data(), starts.size() * sizeof(long long));
-  if (tail_bytes > 0) std::memcpy(staged.data() + grouped_tail_offset<Problem>(count), tail, tail_bytes);
+        "a stream being captured into a graph: this launch's sub-problem table is too large for the kernel's "
+        "parameters and is copied from host memory that the call frees");
+  std::vector<unsigned char> staged(bytes);
+  fill(staged.data());
   // From pageable memory: the runtime has taken the bytes when the call returns.
   HIPGRAD_RETURN_IF_HIP_ERROR(hipMemcpyAsync(workspace, staged.data(), staged.size(), hipMemcpyHostToDevice, stream));
-  auto* base = static_cast<unsigned char*>(workspace);
-  *staged_problems = {reinterpret_cast<const Problem*>(base), reinterpret_cast<const long long*>(base + offset), count,
-                      static_cast<int>(starts.back())};
   return Status::ok();
+}
+
+/// launch(std::bool_constant<in_parameters>{}): the grouped kernels are compiled for a table in
+/// their parameters and for one in device memory.
+template <typename Launch>
+auto with_table_place(bool in_parameters, Launch&& launch) {
+  return in_parameters ? launch(std::true_type{}) : launch(std::false_type{});
 }
 
 template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
@@ -144,8 +162,8 @@ class GroupedGemmLauncher {
     return planned;
   }
 
-  /// Copies the sub-problems and their starts to `workspace` and launches `plan` (made by plan()
-  /// from these sub-problems) on `stream`.
+  /// Launches `plan` (made by plan() from these sub-problems) on `stream`, the sub-problems and
+  /// their starts in the kernel's parameters or copied to `workspace` (stage_grouped_problems).
   static Status launch(const GroupedGemmPlan& plan, const Problem* problems, int count, void* workspace,
                        std::size_t bytes, hipStream_t stream) {
     if (!plan.status.is_ok()) return plan.status;
@@ -172,23 +190,32 @@ class GroupedGemmLauncher {
     if constexpr (kMatrixLoaders) {
       if (plan.path == Path::kGather || plan.path == Path::kMatrix) return matrix_resources(plan);
     }
-    return kernel_resources(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue>);
+    return with_table_place(table_in_parameters(plan), [](auto in) {
+      return kernel_resources(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue, decltype(in)::value>);
+    });
   }
 
  private:
+  static bool table_in_parameters(const GroupedGemmPlan& plan) {
+    return plan.workspace_bytes <= static_cast<std::size_t>(kParameterTableBytes);
+  }
+
   static KernelResources matrix_resources(const GroupedGemmPlan& plan) {
-    switch (plan.path) {
-      case Path::kGather:
+    return with_table_place(table_in_parameters(plan), [&](auto in) -> KernelResources {
+      constexpr bool kIn = decltype(in)::value;
+      switch (plan.path) {
+        case Path::kGather:
 #if defined(HIPGRAD_BACKEND_CUDA)
-        return kernel_resources(grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>);
+          return kernel_resources(grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue, kIn>);
 #else
-        return {};
+          return {};
 #endif
-      case Path::kMatrix: return kernel_resources(grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>);
-      case Path::kTma:
-      case Path::kSimt: break;
-    }
-    return {};
+        case Path::kMatrix: return kernel_resources(grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue, kIn>);
+        case Path::kTma:
+        case Path::kSimt: break;
+      }
+      return {};
+    });
   }
 
   static const char* request_blocker(const Problem* problems, int count, const TileGemmRequest& request) {
@@ -263,32 +290,38 @@ class GroupedGemmLauncher {
     if constexpr (kMatrixLoaders) {
       if (plan.path == Path::kGather || plan.path == Path::kMatrix) return launch_matrix_kernel(plan, problems, stream);
     }
-    return detail::launch_tile_kernel(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue>, "grouped_simt_tile_gemm",
-                                      dim3(plan.blocks), SimtConfig::kThreads, 0, stream, problems, plan.simt_vectors);
+    return with_table_place(problems.in_parameters, [&](auto in) {
+      return detail::launch_tile_kernel(grouped_simt_tile_gemm<LoaderA, LoaderB, Epilogue, decltype(in)::value>,
+                                        "grouped_simt_tile_gemm", dim3(plan.blocks), SimtConfig::kThreads, 0, stream,
+                                        problems, plan.simt_vectors);
+    });
   }
 
   /// The gather kernel or the matrix kernel.
   static Status launch_matrix_kernel(const GroupedGemmPlan& plan,
                                      const GroupedProblems<LoaderA, LoaderB, Epilogue>& problems, hipStream_t stream) {
-    switch (plan.path) {
-      case Path::kGather: {
+    return with_table_place(problems.in_parameters, [&](auto in) {
+      constexpr bool kIn = decltype(in)::value;
+      switch (plan.path) {
+        case Path::kGather: {
 #if defined(HIPGRAD_BACKEND_CUDA)
-        return detail::launch_tile_kernel(grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>,
-                                          "grouped_gather_tile_gemm", dim3(plan.blocks), plan.threads,
-                                          plan.shared_bytes, stream, problems);
+          return detail::launch_tile_kernel(grouped_gather_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue, kIn>,
+                                            "grouped_gather_tile_gemm", dim3(plan.blocks), plan.threads,
+                                            plan.shared_bytes, stream, problems);
 #else
-        return Status::not_supported("the gather kernel exists in CUDA builds only");
+          return Status::not_supported("the gather kernel exists in CUDA builds only");
 #endif
+        }
+        case Path::kMatrix: {
+          return detail::launch_tile_kernel(grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue, kIn>,
+                                            "grouped_mma_tile_gemm", dim3(plan.blocks), plan.threads, plan.shared_bytes,
+                                            stream, problems);
+        }
+        case Path::kTma:
+        case Path::kSimt: break;
       }
-      case Path::kMatrix: {
-        return detail::launch_tile_kernel(grouped_mma_tile_gemm<Cfg, LoaderA, LoaderB, Epilogue>,
-                                          "grouped_mma_tile_gemm", dim3(plan.blocks), plan.threads, plan.shared_bytes,
-                                          stream, problems);
-      }
-      case Path::kTma:
-      case Path::kSimt: break;
-    }
-    return Status::not_supported("not a matrix path");
+      return Status::not_supported("not a matrix path");
+    });
   }
 };
 

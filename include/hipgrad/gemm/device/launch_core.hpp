@@ -48,13 +48,15 @@ inline unsigned persistent_blocks(long long items, const DeviceInfo& device) {
 /// Opts `kernel` in to `shared_bytes` of dynamic shared memory (once per kernel, device and size)
 /// and launches it; `name` says which in the error.
 template <typename Kernel, typename... Args>
-Status launch_tile_kernel(Kernel kernel, const char* name, dim3 grid, int threads, int shared_bytes,
-                          hipStream_t stream, const Args&... args) {
+Status launch_tile_kernel(Kernel kernel, const char* name, dim3 grid, int threads, int shared_bytes, hipStream_t stream,
+                          const Args&... args) {
   if (shared_bytes > 0) {
     HIPGRAD_RETURN_IF_HIP_ERROR(opt_in_shared_memory(kernel, static_cast<std::size_t>(shared_bytes)));
   }
   kernel<<<grid, threads, shared_bytes, stream>>>(args...);
-  return status_from_hip(hipGetLastError(), (std::string("launch of ") + name).c_str(), __FILE__, __LINE__);
+  const hipError_t error = hipGetLastError();
+  if (error == hipSuccess) return Status::ok();  // the message is built only for a failure
+  return status_from_hip(error, (std::string("launch of ") + name).c_str(), __FILE__, __LINE__);
 }
 
 }  // namespace detail

@@ -17,14 +17,15 @@ namespace hipgrad::gemm {
 
 /// The warp-specialised kernel over grouped sub-problems of box operands: the persistent grid and
 /// threads of the TMA kernel, box_kernel_shared_bytes of shared memory, no K split.
-template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue>
+template <typename Cfg, typename OperandA, typename OperandB, typename Epilogue, bool kInParameters>
 __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
-    grouped_box_tile_gemm(const GroupedProblems<OperandA, OperandB, Epilogue> problems) {
+    grouped_box_tile_gemm(const HIPGRAD_GRID_CONSTANT GroupedProblems<OperandA, OperandB, Epilogue> problems) {
 #if defined(HIPGRAD_GEMM_TMA)
   if constexpr (tma_kernel_supported<Cfg, OperandA, OperandB>()) {
     using Mainloop = detail::WarpSpecialisedKernel<Cfg, OperandA, OperandB, Epilogue,
                                                    detail::BoxTmaProducer<Cfg, OperandA, OperandB>>;
-    Mainloop::run(detail::aligned_kernel_shared<Cfg>(), GroupedSchedule<Cfg, OperandA, OperandB, Epilogue>(problems));
+    Mainloop::run(detail::aligned_kernel_shared<Cfg>(),
+                  GroupedSchedule<Cfg, OperandA, OperandB, Epilogue, kInParameters>(problems));
     return;
   }
 #endif

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "hipgrad/core/config.hpp"
@@ -69,14 +70,55 @@ struct SubProblem {
   Epilogue epilogue;
 };
 
-/// The sub-problems of a grouped launch as a kernel sees them, in device memory: `count`
-/// sub-problems and their item starts (grouped_tile_starts: count + 1 entries, the last `items`).
+/// Bytes of a grouped launch's table (its sub-problems, their item starts and the tail behind
+/// them, device/grouped_launcher.hpp's layout) that travel in the kernel's parameters: within
+/// the 4 KB of parameters every target takes, beside GroupedProblems' other fields and a kernel's
+/// own. A table that fits needs no copy to the workspace before the launch, hence no host-side
+/// staging and nothing a captured graph would read from freed host memory.
+inline constexpr int kParameterTableBytes = 3584;
+
+/// Whether Operand refers to a tensor map in the table's tail (`map`, the box operands).
+template <typename Operand, typename = void>
+struct RefersToMap {
+  static constexpr bool value = false;
+};
+template <typename Operand>
+struct RefersToMap<Operand, decltype(void(static_cast<const void*>(std::declval<Operand&>().map)))> {
+  static constexpr bool value = true;
+};
+
+/// The sub-problems of a grouped launch as a kernel sees them: `count` sub-problems at the
+/// table's start and their item starts (grouped_tile_starts: count + 1 entries, the last `items`)
+/// `starts_offset` bytes in, the table either in the parameters (`in_parameters`) or copied to
+/// device memory at `staged`. Operands' tensor maps point into the table as staged at `staged`;
+/// read from the parameters, they are moved there.
 template <typename LoaderA, typename LoaderB, typename Epilogue>
 struct GroupedProblems {
-  const SubProblem<LoaderA, LoaderB, Epilogue>* problems;
-  const long long* starts;
+  using Problem = SubProblem<LoaderA, LoaderB, Epilogue>;
+  const unsigned char* staged;
   int count;
   int items;
+  int starts_offset;
+  bool in_parameters;
+  alignas(64) unsigned char table[kParameterTableBytes];  // 64: a tensor map's alignment
+
+  /// Sub-problem g of a table in the parameters, its operands' maps moved there.
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE Problem problem_in_parameters(int g) const {
+    Problem p = reinterpret_cast<const Problem*>(table)[g];
+    place_map(p.a);
+    place_map(p.b);
+    return p;
+  }
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE const long long* starts_in_parameters() const {
+    return reinterpret_cast<const long long*>(table + starts_offset);
+  }
+
+ private:
+  template <typename Operand>
+  HIPGRAD_HOST_DEVICE HIPGRAD_INLINE void place_map(Operand& operand) const {
+    if constexpr (RefersToMap<Operand>::value)
+      operand.map = table + (static_cast<const unsigned char*>(operand.map) - staged);
+  }
 };
 
 /// What a block does for work item `tile` of a sub-problem with loaders a, b: that output tile
@@ -88,22 +130,36 @@ HIPGRAD_HOST_DEVICE HIPGRAD_INLINE TileWork sub_problem_work(const LoaderA& a, c
 }
 
 /// The work items of a grouped launch (as ProductSchedule's of one product): visit(item, f)
-/// finds the item's sub-problem, copies it from device memory, and calls f(a, b, epilogue, work).
-template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+/// finds the item's sub-problem, copies it from the table, and calls f(a, b, epilogue, work).
+/// Each grouped kernel is compiled for a table in its parameters (kInParameters) and for one in
+/// device memory, so that every read of the table is a parameter load or a global one: through
+/// a pointer that may be either, the reads spill.
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue, bool kInParameters>
 struct GroupedSchedule {
-  GroupedProblems<LoaderA, LoaderB, Epilogue> problems;
+  using Problems = GroupedProblems<LoaderA, LoaderB, Epilogue>;
+  using Problem = typename Problems::Problem;
+  const Problems* parameters;  ///< the kernel's parameter, read in place (kInParameters)
+  // Else the staged table's fields as values: read through `parameters`, the compiler could not
+  // keep them in registers across the mainloop's stores.
+  const Problem* staged;
+  const long long* starts;
+  int count;
   int items;
 
-  HIPGRAD_DEVICE explicit GroupedSchedule(const GroupedProblems<LoaderA, LoaderB, Epilogue>& p)
-      : problems(p), items(p.items) {}
+  HIPGRAD_DEVICE explicit GroupedSchedule(const Problems& p)
+      : parameters(&p),
+        staged(reinterpret_cast<const Problem*>(p.staged)),
+        starts(reinterpret_cast<const long long*>(p.staged + p.starts_offset)),
+        count(p.count),
+        items(p.items) {}
 
   template <typename Visit>
   HIPGRAD_DEVICE HIPGRAD_INLINE void visit(int item, Visit&& visit) const {
-    const GroupedItem at = find_grouped_item(problems.starts, problems.count, item);
-    // A copy, not a reference into device memory: read through a reference, the producer's
-    // loader fields are reloaded after every cp.async (which the compiler must assume writes
-    // memory); copied, they are registers or stack slots (bench/log/gemm.md).
-    const SubProblem<LoaderA, LoaderB, Epilogue> p = problems.problems[at.group];
+    const GroupedItem at = find_grouped_item(kInParameters ? parameters->starts_in_parameters() : starts, count, item);
+    // A copy, not a reference into the table: read through a reference, the producer's loader
+    // fields are reloaded after every cp.async (which the compiler must assume writes memory);
+    // copied, they are registers or stack slots (bench/log/gemm.md).
+    const Problem p = kInParameters ? parameters->problem_in_parameters(at.group) : staged[at.group];
     visit(p.a, p.b, p.epilogue, sub_problem_work<Cfg>(p.a, p.b, at.tile));
   }
 };

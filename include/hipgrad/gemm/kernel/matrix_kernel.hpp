@@ -66,10 +66,10 @@ __global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
 
 /// The matrix tile GEMM over the sub-problems of a grouped launch: one block per work item
 /// (grid problems.items), no K split; threads and shared memory as mma_tile_gemm's.
-template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue, bool kInParameters>
 __global__ void __launch_bounds__(matrix_kernel_threads<Cfg>())
-    grouped_mma_tile_gemm(const GroupedProblems<LoaderA, LoaderB, Epilogue> problems) {
-  GroupedSchedule<Cfg, LoaderA, LoaderB, Epilogue>(problems).visit(
+    grouped_mma_tile_gemm(const HIPGRAD_GRID_CONSTANT GroupedProblems<LoaderA, LoaderB, Epilogue> problems) {
+  GroupedSchedule<Cfg, LoaderA, LoaderB, Epilogue, kInParameters>(problems).visit(
       static_cast<int>(blockIdx.x), [](const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
                                        const TileWork& w) { detail::matrix_block<Cfg>(a, b, epilogue, w); });
 }

@@ -24,10 +24,11 @@ __global__ void __launch_bounds__(SimtConfig::kThreads)
 
 /// The SIMT tile GEMM over the sub-problems of a grouped launch: one block per work item (grid
 /// problems.items), no K split.
-template <typename LoaderA, typename LoaderB, typename Epilogue>
+template <typename LoaderA, typename LoaderB, typename Epilogue, bool kInParameters>
 __global__ void __launch_bounds__(SimtConfig::kThreads)
-    grouped_simt_tile_gemm(const GroupedProblems<LoaderA, LoaderB, Epilogue> problems, bool vectors) {
-  GroupedSchedule<SimtConfig, LoaderA, LoaderB, Epilogue>(problems).visit(
+    grouped_simt_tile_gemm(const HIPGRAD_GRID_CONSTANT GroupedProblems<LoaderA, LoaderB, Epilogue> problems,
+                           bool vectors) {
+  GroupedSchedule<SimtConfig, LoaderA, LoaderB, Epilogue, kInParameters>(problems).visit(
       static_cast<int>(blockIdx.x), [&](const LoaderA& a, const LoaderB& b, const Epilogue& epilogue,
                                         const TileWork& w) { detail::simt_block(a, b, epilogue, w, vectors); });
 }

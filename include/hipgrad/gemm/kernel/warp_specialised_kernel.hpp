@@ -150,13 +150,14 @@ __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
 /// The gather kernel over the sub-problems of a grouped launch (grouped_tiles.hpp): the same
 /// persistent grid, threads and shared memory (gather_kernel_shared_bytes) as
 /// warp_specialised_tile_gemm's gather kernel, walking problems.items work items, no K split.
-template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue>
+template <typename Cfg, typename LoaderA, typename LoaderB, typename Epilogue, bool kInParameters>
 __global__ void __launch_bounds__(tma_kernel_threads<Cfg>(), 1)
-    grouped_gather_tile_gemm(const GroupedProblems<LoaderA, LoaderB, Epilogue> problems) {
+    grouped_gather_tile_gemm(const HIPGRAD_GRID_CONSTANT GroupedProblems<LoaderA, LoaderB, Epilogue> problems) {
 #if defined(HIPGRAD_GEMM_TMA)
   if constexpr (gather_kernel_supported<Cfg, LoaderA, LoaderB>()) {
     using Mainloop = detail::GatherMainloop<Cfg, LoaderA, LoaderB, Epilogue>;
-    Mainloop::run(detail::aligned_kernel_shared<Cfg>(), GroupedSchedule<Cfg, LoaderA, LoaderB, Epilogue>(problems));
+    Mainloop::run(detail::aligned_kernel_shared<Cfg>(),
+                  GroupedSchedule<Cfg, LoaderA, LoaderB, Epilogue, kInParameters>(problems));
     return;
   }
 #endif
