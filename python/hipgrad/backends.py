@@ -1,8 +1,9 @@
 """Switches of hipgrad's modules, in the manner of torch.backends.cudnn.
 
 benchmark (default False): where True, the first call of each problem (sizes, strides, data type,
-options) times hipgrad against PyTorch on the call's own tensors, keeps the faster, and runs it
-from then on; where False, hipgrad always runs. Calls being traced by torch.compile or captured
+options) times hipgrad against PyTorch on the call's own tensors, keeps the one that costs a
+training step less (the larger of its GPU and host times, measure()), and runs it from then on;
+where False, hipgrad always runs. Calls being traced by torch.compile or captured
 into a CUDA graph never time anything: they run the kept choice, or hipgrad where there is none
 (a convolution traced with symbolic sizes runs hipgrad). A convolution's choice is made in its
 backward (C++), when the backward of a problem first runs; the switch is read at its forward.
